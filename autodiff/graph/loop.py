@@ -1,0 +1,67 @@
+"""Host boundaries and loops of the traced program: ``Feeder``, ``Receiver``, ``ir_for``."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .ir import FeederSpec, Node, Op, ReceiverSpec
+from .tensor import Tensor, _DTYPES, _wrap
+from .trace import TRACER, user_site
+
+_names = itertools.count()
+
+
+def Feeder(fn, shape, dtype: str = "float32", name: str | None = None) -> Tensor:
+    """A tensor whose value the host produces by calling ``fn()`` each time the node runs.
+
+    Inside ``ir_for`` that is once per iteration, in iteration order. ``fn`` must return a
+    numpy array of exactly ``shape`` and ``dtype`` (``"float32"`` or ``"int32"``); anything
+    else stops ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the
+    iteration. A Feeder is always called, even when its value turns out unused.
+    """
+    if dtype not in _DTYPES:
+        raise TypeError(f"Feeder dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    if not callable(fn):
+        raise TypeError(f"Feeder needs a callable, got {type(fn).__name__}")
+    shape = tuple(int(d) for d in shape)
+    name = name or f"feeder{next(_names)}"
+    node = TRACER.emit(Node(Op.FEEDER, (), shape, dtype, FeederSpec(fn, shape, dtype, name),
+                            user_site()))
+    return _wrap(node)
+
+
+def Receiver(fn, tensors, name: str | None = None) -> None:
+    """Call ``fn(*arrays)`` on the host with the values of ``tensors`` each time it runs.
+
+    Inside ``ir_for``: once per iteration, in iteration order; every call has returned before
+    ``execute()`` returns. Arrays are fresh numpy copies the callback may keep. A callback
+    that raises stops ``execute()`` with :class:`autodiff.ReceiverError` naming the
+    iteration; variables then keep the values of the last completed iteration.
+    """
+    if not callable(fn):
+        raise TypeError(f"Receiver needs a callable, got {type(fn).__name__}")
+    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    srcs = tuple(t.node for t in tensors)
+    TRACER.emit(Node(Op.RECEIVER, srcs, (), "float32",
+                     ReceiverSpec(fn, name or f"receiver{next(_names)}"), user_site()))
+
+
+def ir_for(rng, body) -> None:
+    """Trace ``body()`` once into a rolled loop over ``rng`` (a ``range`` or an int).
+
+    Loop-carried state is the set of variables the body updates in place (parameters,
+    optimizer state); every other value lives for one iteration. Loops nest.
+    """
+    if isinstance(rng, int):
+        rng = range(rng)
+    if not isinstance(rng, range):
+        raise TypeError(f"ir_for needs a range or an int, got {type(rng).__name__}")
+    site = user_site()
+    scope = TRACER.open_loop()
+    try:
+        body()
+    except BaseException:
+        TRACER.scope = scope.parent
+        raise
+    TRACER.close_loop(scope, rng, site)

@@ -1,0 +1,5 @@
+"""Optimizers, spelled like ``torch.optim``."""
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD"]

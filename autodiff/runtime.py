@@ -1,0 +1,149 @@
+"""``execute()``: take the traced program through the pipeline and run it on a device."""
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import device as devices
+from .graph.ir import Graph, Op, Variable
+from .graph.printer import format_graph
+from .graph.trace import TRACER
+
+
+@dataclass
+class Report:
+    """What ``execute()`` did.
+
+    Attributes:
+        device: backend name.
+        times: seconds per phase (``optimize``, ``compile``, ``run``, ``total``).
+        nodes: graph IR node counts, loop bodies counted once (``traced``, then one entry per
+            pass that ran).
+        stats: further figures from later stages (kernels, memory plan, ...).
+    """
+    device: str
+    times: dict = field(default_factory=dict)
+    nodes: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        t = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.times.items())
+        n = " -> ".join(f"{k} {v}" for k, v in self.nodes.items())
+        extra = "".join(f"\n  {k}: {v}" for k, v in self.stats.items())
+        return f"execute on {self.device}: {t}\n  nodes: {n}{extra}"
+
+
+@dataclass
+class Compiled:
+    """Artifacts of one ``execute()``, kept for ``print_graph`` after the run."""
+    graph: Graph
+    optimized: Graph
+    stages: dict = field(default_factory=dict)
+
+
+def optimize(graph: Graph, report: Report, **options) -> Graph:
+    """Run the graph passes of :mod:`autodiff.opt` (if present) and record node counts."""
+    try:
+        from . import opt
+    except ImportError:
+        return graph
+    return opt.optimize(graph, report=report, **options)
+
+
+def execute(device: str = "numpy", verbose: bool = False, optimize_graph: bool = True,
+            **options) -> Report:
+    """Compile and run everything traced since the last ``execute()``, then start afresh.
+
+    Variables (parameters, optimizer state) keep their final values; top-level traced
+    tensors still referenced become readable with ``.numpy()``. Feeders and Receivers run
+    in program order; all Receiver callbacks have returned when this returns.
+
+    Args:
+        device: backend name (``"numpy"``).
+        verbose: print the report (phase times in seconds, node counts).
+        optimize_graph: run the graph passes first.
+        options: passed to the passes and the backend.
+
+    Returns:
+        A :class:`Report`.
+
+    Raises:
+        FeederError, ReceiverError: a host callback failed; variables keep the values of
+            the last completed iteration.
+        ValueError: unknown device.
+    """
+    t_start = time.perf_counter()
+    backend = devices.get(device)
+    tensors = [t for t in list(TRACER.outputs)
+               if t._var is None and t._node is not None and t._scope is TRACER.root]
+    graph = TRACER.finish()
+    graph.outputs = [t._node for t in tensors]
+    report = Report(device)
+    report.nodes["traced"] = graph.count()
+    t0 = time.perf_counter()
+    opt_graph = optimize(graph, report, **options) if optimize_graph else graph
+    t1 = time.perf_counter()
+    exe = backend.compile(opt_graph, report=report, **options)
+    t2 = time.perf_counter()
+    store = {v: v.value for v in _variables(opt_graph)}
+    TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}))
+    try:
+        exe.run(store)
+    finally:
+        for var, value in store.items():
+            var.value = np.array(value, dtype=var.value.dtype, copy=True)
+    for t, node in zip(tensors, opt_graph.outputs):
+        t._var = Variable(np.array(exe.vals[node.id], copy=True), t.name)
+        t._var.owner = weakref.ref(t)
+        t._node, t._scope, t.requires_grad = None, None, False
+    t3 = time.perf_counter()
+    report.times.update(optimize=t1 - t0, compile=t2 - t1, run=t3 - t2, total=t3 - t_start)
+    if verbose:
+        print(report, file=sys.stdout)
+    return report
+
+
+def _variables(graph: Graph) -> list[Variable]:
+    seen: dict[int, Variable] = {}
+    for n in graph.walk():
+        if n.op in (Op.LOAD, Op.ASSIGN):
+            seen.setdefault(n.arg.id, n.arg)
+    return list(seen.values())
+
+
+def print_graph(stage: str = "graph", sites: bool = False, file=None) -> None:
+    """Print the program being traced (or, if none, the last executed one).
+
+    Args:
+        stage: ``"graph"`` (as traced), ``"opt"`` (after the graph passes), or a later
+            stage a backend recorded (``"procedural"``, ``"fused"``, ...).
+        sites: end each line with the user's ``file:line``.
+    """
+    print(format_stage(stage, sites), file=file or sys.stdout)
+
+
+def format_stage(stage: str = "graph", sites: bool = False) -> str:
+    pending = TRACER.root.graph
+    if pending.nodes:
+        graph = Graph(list(pending.nodes), [t._node for t in list(TRACER.outputs)
+                                            if t._var is None and t._scope is TRACER.root])
+        if stage == "graph":
+            return format_graph(graph, sites)
+        if stage == "opt":
+            return format_graph(optimize(graph, Report("-")), sites, "graph(opt)")
+        raise ValueError(f"stage {stage!r} exists after execute(); pending program has "
+                         "'graph' and 'opt'")
+    last = TRACER.last
+    if last is None:
+        return "graph {\n}"
+    if stage == "graph":
+        return format_graph(last.graph, sites)
+    if stage == "opt":
+        return format_graph(last.optimized, sites, "graph(opt)")
+    if stage in last.stages:
+        return str(last.stages[stage])
+    raise ValueError(f"unknown stage {stage!r}; have graph, opt, {', '.join(last.stages)}")
