@@ -7,6 +7,7 @@ gradient for that operand given the output gradient ``g`` (same shape as ``out``
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -108,6 +109,19 @@ GRADS: dict = {
     Op.GATHER: (lambda g, o, t, i: scatter_add(g, i, t.shape[0]), None),
     Op.SCATTER_ADD: (lambda g, o, u, i: gather(g, i), None),
 }
+
+
+class _PerOperand:
+    """Rules of a variadic op (``CONCAT``): ``make(i)`` is the rule for operand ``i``."""
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def __iter__(self):
+        return map(self.make, itertools.count())
+
+
+GRADS[Op.CONCAT] = _PerOperand(_concat_rule)
 for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE):
     GRADS[_op] = (None, None)
 

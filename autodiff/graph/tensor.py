@@ -43,7 +43,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
         dtype = "int32" if np.issubdtype(arr.dtype, np.integer) else "float32"
     if dtype not in _DTYPES:
         raise TypeError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-    return np.ascontiguousarray(arr, dtype=_DTYPES[dtype])
+    return np.asarray(arr, dtype=_DTYPES[dtype], order="C")   # keeps 0-d arrays 0-d
 
 
 class Tensor:
@@ -117,6 +117,10 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The current value (a copy). Traced values have one only after ``execute()``."""
+        if self._var is None and self._scope is not None and self._scope.parent is not None:
+            raise RuntimeError("this tensor was computed inside a loop iteration and has no "
+                               "value outside it; hand it to a Receiver to see its values "
+                               f"(traced at {self._node.site})")
         if self._var is None:
             raise RuntimeError("this tensor has no value yet: call autodiff.execute() first "
                                f"(traced at {self._node.site})")
@@ -315,21 +319,17 @@ class Tensor:
             return self.amax()
         if isinstance(dim, Tensor):
             return self.maximum(dim)
-        values = self.amax(dim, keepdim=True)
-        return MaxResult(values if keepdim else values.squeeze(dim),
-                         _argext(self, values, dim, keepdim))
+        return _select(self, self.amax(dim, keepdim=True), dim, keepdim)
 
     def min(self, dim=None, keepdim: bool = False):
         if dim is None:
             return self.amin()
         if isinstance(dim, Tensor):
             return self.minimum(dim)
-        values = self.amin(dim, keepdim=True)
-        return MaxResult(values if keepdim else values.squeeze(dim),
-                         _argext(self, values, dim, keepdim))
+        return _select(self, self.amin(dim, keepdim=True), dim, keepdim)
 
     def argmax(self, dim: int, keepdim: bool = False) -> "Tensor":
-        return self.max(dim, keepdim).indices
+        return _argext(self, self.amax(dim, keepdim=True), dim, keepdim)
 
     # -- movement -------------------------------------------------------------------
     def reshape(self, *shape) -> "Tensor":
@@ -401,10 +401,11 @@ class Tensor:
         n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
         if n_real > self.ndim:
             raise ShapeError("getitem", [self.shape], user_site(), f"too many indices: {key}")
-        if Ellipsis in key:
-            i = key.index(Ellipsis)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
             key = key[:i] + (slice(None),) * (self.ndim - n_real) + key[i + 1:]
-        key = key + (slice(None),) * (self.ndim - n_real)
+        else:
+            key = key + (slice(None),) * (self.ndim - n_real)
         spec, out_shape, d = [], [], 0
         for k in key:
             if k is None:
@@ -488,6 +489,20 @@ def _argext(t: Tensor, values: Tensor, dim: int, keepdim: bool) -> Tensor:
         hit = where(t == values, rev, 0.0)
         first = (n - hit.amax(dim, keepdim=keepdim))
     return first.int()
+
+
+def _select(t: Tensor, values: Tensor, dim: int, keepdim: bool) -> MaxResult:
+    """``(values, indices)`` of ``torch.max/min(t, dim)`` given the extreme ``values``
+    (keepdim). As in torch, the gradient reaches only the element at the returned index,
+    not every tied element (``amax`` splits it among ties)."""
+    idx = _argext(t, values, dim, keepdim=True)
+    shape = [1] * t.ndim
+    shape[dim % t.ndim] = t.shape[dim]
+    pos = Tensor(np.arange(t.shape[dim], dtype=np.float32).reshape(shape))
+    with no_grad():
+        hit = pos == idx.float()
+    picked = where(hit, t, 0.0).sum(dim, keepdim=keepdim)   # one element plus zeros: exact
+    return MaxResult(picked, idx if keepdim else idx.squeeze(dim))
 
 
 def _shape_args(args) -> tuple:

@@ -9,8 +9,9 @@ from .optimizer import Optimizer
 class SGD(Optimizer):
     """``p -= lr * g`` with optional momentum, dampening, Nesterov and weight decay.
 
-    Momentum buffers are variables (zeros at start, loop-carried); with ``dampening=0``
-    the first step equals PyTorch's (which starts the buffer at the first gradient).
+    Momentum buffers are variables (zeros at start, loop-carried). PyTorch starts the
+    buffer at the first gradient, undamped; with ``dampening`` a 0/1 ``started`` variable
+    per parameter does the same (``buf = m * buf + (1 - dampening * started) * g``).
     """
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
@@ -24,6 +25,8 @@ class SGD(Optimizer):
         if momentum:
             for p in self.params:
                 self.state[id(p)] = {"momentum_buffer": zeros(*p.shape)}
+                if dampening:
+                    self.state[id(p)]["started"] = zeros()
 
     def step(self) -> None:
         with no_grad():
@@ -34,7 +37,13 @@ class SGD(Optimizer):
                 if self.weight_decay:
                     g = g + p * self.weight_decay
                 if self.momentum:
-                    buf = self.state[id(p)]["momentum_buffer"]
-                    buf.mul_(self.momentum).add_(g, alpha=1 - self.dampening)
+                    state = self.state[id(p)]
+                    buf = state["momentum_buffer"]
+                    if self.dampening:
+                        started = state["started"]
+                        buf.mul_(self.momentum).add_(g * (1 - started * self.dampening))
+                        started.fill_(1.0)
+                    else:
+                        buf.mul_(self.momentum).add_(g)
                     g = g + buf * self.momentum if self.nesterov else buf
                 p.sub_(g, alpha=self.lr)

@@ -1,0 +1,146 @@
+"""One helper that checks an op forward and backward, like tinygrad's ``helper_test_op``.
+
+:func:`check_op` runs the same function on autodiff tensors (numpy device) and on torch
+tensors, then compares
+
+* the forward value and every input gradient with torch in float32, and
+* every input gradient with central finite differences of ``out.sum()`` computed in float64
+  on torch (no autograd involved), so a wrong gradient rule in both libraries, or in a
+  torch function written differently from ours, is still caught.
+
+The gradient is that of ``out.sum()``: ``out.backward()`` without an argument seeds ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import autodiff as ad
+
+FWD_RTOL, FWD_ATOL = 1e-4, 1e-5      # float32 against float32: a few ulps, summed
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-5
+FD_EPS = 1e-6                        # float64 central differences: error ~eps^2, ~1e-10
+FD_RTOL, FD_ATOL = 1e-3, 1e-4        # float32 gradients against the float64 reference
+
+
+def rand_inputs(shapes, seed: int = 0, low: float = -2.0, high: float = 2.0,
+                avoid=(0.0,), margin: float = 0.1) -> list[np.ndarray]:
+    """float32 arrays of ``shapes`` uniform in ``[low, high)``, none within ``margin`` of a
+    point in ``avoid`` (zeros, kinks such as relu/abs at 0, clamp bounds)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in shapes:
+        x = np.asarray(rng.uniform(low, high, shape), np.float64)
+        for _ in range(1000):
+            bad = np.zeros(x.shape, bool)
+            for p in avoid:
+                bad |= np.abs(x - p) < margin
+            if not bad.any():
+                break
+            x[bad] = rng.uniform(low, high, int(bad.sum()))
+        else:
+            raise ValueError("could not draw inputs away from the avoided points")
+        out.append(x.astype(np.float32))
+    return out
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return np.issubdtype(a.dtype, np.floating)
+
+
+def _torch_in(a: np.ndarray, dtype, grad: bool) -> torch.Tensor:
+    if not _is_float(a):
+        return torch.from_numpy(a.astype(np.int64))
+    return torch.tensor(a, dtype=dtype, requires_grad=grad)
+
+
+def finite_difference_grads(torch_fn, arrays, eps: float = FD_EPS) -> list[np.ndarray | None]:
+    """d sum(torch_fn(*arrays)) / d array by central differences in float64 (None for
+    integer inputs)."""
+    base = [_torch_in(a, torch.float64, False) for a in arrays]
+    grads = []
+    with torch.no_grad():
+        for i, a in enumerate(arrays):
+            if not _is_float(a):
+                grads.append(None)
+                continue
+            g = np.zeros(a.shape, np.float64)
+            flat = base[i].view(-1)
+            for j in range(flat.numel()):
+                x0 = flat[j].item()
+                flat[j] = x0 + eps
+                hi = torch_fn(*base).double().sum().item()
+                flat[j] = x0 - eps
+                lo = torch_fn(*base).double().sum().item()
+                flat[j] = x0
+                g.reshape(-1)[j] = (hi - lo) / (2 * eps)
+            grads.append(g)
+    return grads
+
+
+def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: float = -2.0,
+             high: float = 2.0, avoid=(0.0,), margin: float = 0.1,
+             forward_only: bool = False,
+             fwd_rtol: float = FWD_RTOL, fwd_atol: float = FWD_ATOL,
+             grad_rtol: float = GRAD_RTOL, grad_atol: float = GRAD_ATOL,
+             fd: bool = True) -> np.ndarray:
+    """Check ``ad_fn`` (default: ``torch_fn``) against torch, forward and backward.
+
+    Args:
+        shapes: input shapes (ignored when ``inputs`` is given).
+        torch_fn: the function on torch tensors.
+        ad_fn: the same function on autodiff tensors.
+        inputs: explicit numpy inputs; integer arrays are index inputs (int32 for autodiff,
+            int64 for torch) and take no gradient.
+        seed, low, high, avoid, margin: how random float32 inputs are drawn (:func:`rand_inputs`).
+        forward_only: skip gradients (comparisons, integer outputs).
+        fd: also compare gradients with float64 central finite differences.
+
+    Returns:
+        Our forward value.
+    """
+    ad_fn = ad_fn or torch_fn
+    arrays = inputs if inputs is not None else rand_inputs(shapes, seed, low, high, avoid, margin)
+    arrays = [np.asarray(a, np.int32) if not _is_float(np.asarray(a))
+              else np.asarray(a, np.float32) for a in arrays]
+
+    # autodiff: trace, seed the backward pass with ones, execute once.
+    xs = [ad.Tensor(a, requires_grad=_is_float(a) and not forward_only) for a in arrays]
+    out = ad_fn(*xs)
+    if not forward_only:
+        out.backward()
+    grads = [x.grad for x in xs]           # keep the traced gradients referenced
+    ad.execute()
+    ours = out.numpy()
+
+    # torch, float32.
+    ts = [_torch_in(a, torch.float32, not forward_only) for a in arrays]
+    ref = torch_fn(*ts)
+    if not forward_only:
+        ref.sum().backward()
+    ref_np = ref.detach().numpy()
+    if ref_np.dtype == np.bool_:
+        ref_np = ref_np.astype(np.float32)
+
+    assert ours.dtype == np.float32, f"forward dtype {ours.dtype}"
+    assert ours.shape == ref_np.shape, f"forward shape {ours.shape} vs torch {ref_np.shape}"
+    np.testing.assert_allclose(ours, ref_np, rtol=fwd_rtol, atol=fwd_atol,
+                               err_msg="forward value differs from torch")
+    if forward_only:
+        return ours
+
+    fds = finite_difference_grads(torch_fn, arrays) if fd else [None] * len(arrays)
+    for i, (a, g, t, f) in enumerate(zip(arrays, grads, ts, fds)):
+        if not _is_float(a):
+            continue
+        mine = np.zeros(a.shape, np.float32) if g is None else g.numpy()
+        theirs = np.zeros(a.shape, np.float32) if t.grad is None else t.grad.numpy()
+        assert mine.dtype == np.float32 and mine.shape == a.shape, \
+            f"grad {i}: {mine.dtype}{list(mine.shape)} for input {list(a.shape)}"
+        np.testing.assert_allclose(mine, theirs, rtol=grad_rtol, atol=grad_atol,
+                                   err_msg=f"gradient of input {i} differs from torch")
+        if f is not None:
+            np.testing.assert_allclose(mine, f, rtol=FD_RTOL, atol=FD_ATOL,
+                                       err_msg=f"gradient of input {i} differs from "
+                                               "float64 finite differences")
+    return ours
