@@ -43,6 +43,7 @@ class Compiled:
     graph: Graph
     optimized: Graph
     stages: dict = field(default_factory=dict)
+    report: "Report | None" = None
 
 
 def optimize(graph: Graph, report: Report, **options) -> Graph:
@@ -85,12 +86,12 @@ def execute(device: str = "numpy", verbose: bool = False, optimize_graph: bool =
     report = Report(device)
     report.nodes["traced"] = graph.count()
     t0 = time.perf_counter()
-    opt_graph = optimize(graph, report, **options) if optimize_graph else graph
+    opt_graph = optimize(graph, report, verbose=verbose, **options) if optimize_graph else graph
     t1 = time.perf_counter()
     exe = backend.compile(opt_graph, report=report, **options)
     t2 = time.perf_counter()
     store = {v: v.value for v in _variables(opt_graph)}
-    TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}))
+    TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
     try:
         exe.run(store)
     finally:
@@ -134,7 +135,9 @@ def format_stage(stage: str = "graph", sites: bool = False) -> str:
         if stage == "graph":
             return format_graph(graph, sites)
         if stage == "opt":
-            return format_graph(optimize(graph, Report("-")), sites, "graph(opt)")
+            report = Report("-")
+            opt_graph = optimize(graph, report)
+            return _node_counts(report) + format_graph(opt_graph, sites, "graph(opt)")
         raise ValueError(f"stage {stage!r} exists after execute(); pending program has "
                          "'graph' and 'opt'")
     last = TRACER.last
@@ -143,7 +146,14 @@ def format_stage(stage: str = "graph", sites: bool = False) -> str:
     if stage == "graph":
         return format_graph(last.graph, sites)
     if stage == "opt":
-        return format_graph(last.optimized, sites, "graph(opt)")
+        return _node_counts(last.report) + format_graph(last.optimized, sites, "graph(opt)")
     if stage in last.stages:
         return str(last.stages[stage])
     raise ValueError(f"unknown stage {stage!r}; have graph, opt, {', '.join(last.stages)}")
+
+
+def _node_counts(report: "Report | None") -> str:
+    """``# nodes: traced 55 -> simplify 54 -> ...`` and a newline, or "" without counts."""
+    if report is None or not report.nodes:
+        return ""
+    return "# nodes: " + " -> ".join(f"{k} {v}" for k, v in report.nodes.items()) + "\n"

@@ -1,6 +1,12 @@
+import pathlib
+
 import pytest
 
 import autodiff
+
+#: test modules whose every test runs once per device (``op_device`` parametrized): the op
+#: suite, through ``op_helper.check_op``'s default device
+PER_DEVICE_MODULES = {pathlib.Path(__file__).parent / "graph" / "test_ops.py"}
 
 
 @pytest.fixture(autouse=True)
@@ -9,3 +15,41 @@ def _fresh_program():
     autodiff.reset()
     yield
     autodiff.reset()
+
+
+def opencl_missing() -> str | None:
+    """Why the opencl device cannot run here (naming the install command), or None."""
+    from autodiff.device.opencl.device import OpenCLUnavailable, candidates
+    try:
+        candidates()
+    except OpenCLUnavailable as e:
+        return f"no OpenCL platform: {e}"
+    return None
+
+
+def device_params() -> list:
+    """``numpy``, then ``opencl`` (skipped with the install command when no OpenCL
+    platform exists), as pytest params."""
+    why = opencl_missing()
+    opencl = pytest.param("opencl", marks=pytest.mark.skip(reason=why)) if why else "opencl"
+    return ["numpy", opencl]
+
+
+def pytest_generate_tests(metafunc):
+    if pathlib.Path(str(metafunc.definition.fspath)) in PER_DEVICE_MODULES:
+        metafunc.parametrize("op_device", device_params(), indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def op_device(request):
+    """The device ``check_op`` runs on in a per-device module (else unused: None)."""
+    device = getattr(request, "param", None)
+    if device is None:
+        yield None
+        return
+    import op_helper
+    saved, op_helper.DEVICE = op_helper.DEVICE, device
+    try:
+        yield device
+    finally:
+        op_helper.DEVICE = saved

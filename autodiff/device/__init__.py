@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 
-DEVICES = {"numpy": "autodiff.device.numpy"}
+DEVICES = {"numpy": "autodiff.device.numpy", "opencl": "autodiff.device.opencl",
+           "tvm": "autodiff.device.tvm"}
 
 
 def get(name: str):

@@ -28,6 +28,8 @@ class Op(enum.Enum):
     CONST = enum.auto()      # arg: python float (or int), filled to ``shape``
     LOAD = enum.auto()       # arg: Variable
     FEEDER = enum.auto()     # arg: FeederSpec
+    RAND = enum.auto()       # arg: (seed, stream) ints; float32 uniform [0, 1), new every
+                             # loop iteration (Philox-4x32-10, see graph/rng.py)
     # unary elementwise
     NEG = enum.auto(); EXP = enum.auto(); LOG = enum.auto(); EXP2 = enum.auto()
     LOG2 = enum.auto(); SQRT = enum.auto(); RSQRT = enum.auto(); RECIP = enum.auto()
@@ -68,7 +70,7 @@ BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN}) | C
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
 REDUCE = frozenset({Op.SUM, Op.RMAX})
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT})
-LEAF = frozenset({Op.CONST, Op.LOAD, Op.FEEDER})
+LEAF = frozenset({Op.CONST, Op.LOAD, Op.FEEDER, Op.RAND})
 EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER})
 
 _ids = itertools.count()
@@ -169,9 +171,19 @@ class Graph:
     ``outputs`` are nodes whose values the user can still read after ``execute()`` (top
     level only); effects (``ASSIGN``, ``RECEIVER``, ``FOR``, ``FEEDER``) are kept by being
     in ``nodes``.
+
+    Side tables filled by :mod:`autodiff.opt` on the top-level graph (keys are node ids,
+    loop bodies included; a pass that rebuilds nodes drops ``inplace``):
+
+    * ``inplace``: node id -> id of the operand whose buffer the node may overwrite (the
+      operand dies at that node; see :mod:`autodiff.opt.inplace`).
+    * ``unused_feeders``: ids of ``FEEDER`` nodes nothing reads; they are still called,
+      but their data need not be transferred (see :mod:`autodiff.opt.prune`).
     """
     nodes: list[Node] = field(default_factory=list)
     outputs: list[Node] = field(default_factory=list)
+    inplace: dict = field(default_factory=dict)
+    unused_feeders: frozenset = frozenset()
 
     def walk(self):
         """Every node, bodies of ``For`` nodes included, in program order (pre-order)."""

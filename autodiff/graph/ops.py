@@ -35,6 +35,23 @@ def const(value, shape=(), dtype="float32") -> Node:
     return _emit(Op.CONST, (), shape, dtype, value)
 
 
+def rand(shape, seed: int, stream: int = 0) -> Node:
+    """float32 uniform samples in ``[0, 1)`` of ``shape``, new in every loop iteration.
+
+    A counter-based draw (Philox-4x32-10, :mod:`autodiff.graph.rng`) keyed by ``(seed,
+    stream)`` and countered by the loop indices and the element index, so every device
+    produces the same numbers. Never requires grad.
+
+    Raises:
+        ValueError: ``seed`` or ``stream`` is not in ``[0, 2**32)``.
+    """
+    seed, stream = int(seed), int(stream)
+    if not (0 <= seed < 2 ** 32 and 0 <= stream < 2 ** 32):
+        raise ValueError(f"rand: seed and stream must be in [0, 2**32), got {seed}, {stream}")
+    return TRACER.emit(Node(Op.RAND, (), tuple(int(d) for d in shape), "float32",
+                            (seed, stream), user_site()))
+
+
 # -- movement -------------------------------------------------------------------------
 def reshape(x: Node, shape) -> Node:
     """``x`` viewed as ``shape`` (one entry may be -1); sizes must agree."""
@@ -190,7 +207,8 @@ def dot(a: Node, b: Node) -> Node:
     removed); batch dims broadcast.
     """
     if len(a.shape) == 0 or len(b.shape) == 0:
-        raise ShapeError("dot", [a.shape, b.shape], user_site(), "operands must have >= 1 dim")
+        raise ShapeError("matmul", [a.shape, b.shape], user_site(),
+                         "operands must have >= 1 dim")
     squeeze = []
     if len(a.shape) == 1:
         a = reshape(a, (1,) + a.shape)
@@ -199,9 +217,9 @@ def dot(a: Node, b: Node) -> Node:
         b = reshape(b, b.shape + (1,))
         squeeze.append(-1)
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError("dot", [a.shape, b.shape], user_site(),
+        raise ShapeError("matmul", [a.shape, b.shape], user_site(),
                          f"inner dims {a.shape[-1]} and {b.shape[-2]} differ")
-    batch = broadcast_shape("dot", a.shape[:-2], b.shape[:-2])
+    batch = broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
     a = expand(a, batch + a.shape[-2:])
     b = expand(b, batch + b.shape[-2:])
     out = _emit(Op.DOT, (a, b), batch + (a.shape[-2], b.shape[-1]), "float32")

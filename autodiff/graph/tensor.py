@@ -183,6 +183,7 @@ class Tensor:
             TRACER.assign(self._var, value, self.requires_grad)
         else:
             self._node, self._scope = value, TRACER.scope
+            self.requires_grad = value.requires_grad
         return self
 
     def copy_(self, src) -> "Tensor":

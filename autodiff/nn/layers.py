@@ -27,8 +27,8 @@ class Linear(Module):
         self.bias = _uniform((out_features,), bound) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x @ self.weight.T
-        return y + self.bias if self.bias is not None else y
+        from .functional import linear     # leading dims folded: one 2-D DOT, not batched
+        return linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, " \

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..graph.tensor import Tensor
+from .functional import cross_entropy
 from .module import Module
 
 
@@ -28,3 +29,22 @@ class MSELoss(Module):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return mse_loss(input, target, self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    """Cross-entropy from logits (``torch.nn.CrossEntropyLoss``, without class weights).
+
+    ``forward(logits [N, C], target int32 [N]) -> scalar`` (mean over the non-ignored
+    targets by default); see :func:`autodiff.nn.functional.cross_entropy` for the other
+    shapes, probability targets, ``ignore_index`` and ``label_smoothing``.
+    """
+
+    def __init__(self, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0):
+        super().__init__()
+        self.ignore_index, self.reduction = ignore_index, reduction
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target) -> Tensor:
+        return cross_entropy(input, target, self.ignore_index, self.reduction,
+                             self.label_smoothing)

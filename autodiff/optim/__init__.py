@@ -3,3 +3,6 @@ from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD"]
+from .adam import Adam, AdamW
+
+__all__ += ["Adam", "AdamW"]

@@ -9,6 +9,10 @@ tensors, then compares
   torch function written differently from ours, is still caught.
 
 The gradient is that of ``out.sum()``: ``out.backward()`` without an argument seeds ones.
+
+On a device other than numpy (``device=`` or :data:`DEVICE`, which ``tests/conftest.py``
+sets per test to run the op suite on every available device), the forward value and every
+gradient must also agree with the numpy reference device within :data:`DEVICE_RTOL`.
 """
 from __future__ import annotations
 
@@ -21,6 +25,10 @@ FWD_RTOL, FWD_ATOL = 1e-4, 1e-5      # float32 against float32: a few ulps, summ
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-5
 FD_EPS = 1e-6                        # float64 central differences: error ~eps^2, ~1e-10
 FD_RTOL, FD_ATOL = 1e-3, 1e-4        # float32 gradients against the float64 reference
+DEVICE_RTOL = 1e-5                   # another device against the numpy reference device
+
+#: the device check_op runs on when not given one (tests/conftest.py sets it per test)
+DEVICE = "numpy"
 
 
 def rand_inputs(shapes, seed: int = 0, low: float = -2.0, high: float = 2.0,
@@ -78,12 +86,35 @@ def finite_difference_grads(torch_fn, arrays, eps: float = FD_EPS) -> list[np.nd
     return grads
 
 
+def _run(ad_fn, arrays, forward_only: bool, device: str):
+    """Trace ``ad_fn``, seed the backward pass with ones, execute once on ``device``.
+    Returns the forward value and the input gradients (None where an input has none)."""
+    xs = [ad.Tensor(a, requires_grad=_is_float(a) and not forward_only) for a in arrays]
+    out = ad_fn(*xs)
+    if not forward_only:
+        out.backward()
+    grads = [x.grad for x in xs]           # keep the traced gradients referenced
+    ad.execute(device=device)
+    return out.numpy(), [None if g is None else g.numpy() for g in grads]
+
+
+def _agree(got: np.ndarray, ref: np.ndarray, msg: str) -> None:
+    """``got`` equals the numpy device's ``ref`` within DEVICE_RTOL relative to each value,
+    or to the tensor's largest magnitude for values near zero (cancellation: a sum
+    rounded in a different order)."""
+    ref = np.asarray(ref)
+    assert got.dtype == ref.dtype and got.shape == ref.shape, msg
+    scale = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0))
+    np.testing.assert_allclose(got, ref, rtol=DEVICE_RTOL, atol=DEVICE_RTOL * scale,
+                               err_msg=msg)
+
+
 def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: float = -2.0,
              high: float = 2.0, avoid=(0.0,), margin: float = 0.1,
              forward_only: bool = False,
              fwd_rtol: float = FWD_RTOL, fwd_atol: float = FWD_ATOL,
              grad_rtol: float = GRAD_RTOL, grad_atol: float = GRAD_ATOL,
-             fd: bool = True) -> np.ndarray:
+             fd: bool = True, device: str | None = None) -> np.ndarray:
     """Check ``ad_fn`` (default: ``torch_fn``) against torch, forward and backward.
 
     Args:
@@ -95,6 +126,9 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
         seed, low, high, avoid, margin: how random float32 inputs are drawn (:func:`rand_inputs`).
         forward_only: skip gradients (comparisons, integer outputs).
         fd: also compare gradients with float64 central finite differences.
+        device: the autodiff device that runs the traced program (default :data:`DEVICE`);
+            other than ``"numpy"``, its values and gradients are also compared with the
+            numpy device's at ``rtol=DEVICE_RTOL``.
 
     Returns:
         Our forward value.
@@ -104,14 +138,15 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
     arrays = [np.asarray(a, np.int32) if not _is_float(np.asarray(a))
               else np.asarray(a, np.float32) for a in arrays]
 
-    # autodiff: trace, seed the backward pass with ones, execute once.
-    xs = [ad.Tensor(a, requires_grad=_is_float(a) and not forward_only) for a in arrays]
-    out = ad_fn(*xs)
-    if not forward_only:
-        out.backward()
-    grads = [x.grad for x in xs]           # keep the traced gradients referenced
-    ad.execute()
-    ours = out.numpy()
+    device = device or DEVICE
+    ours, our_grads = _run(ad_fn, arrays, forward_only, device)
+    if device != "numpy":
+        ref, ref_grads = _run(ad_fn, arrays, forward_only, "numpy")
+        _agree(ours, ref, f"forward value on {device} differs from the numpy device")
+        for i, (g, r) in enumerate(zip(our_grads, ref_grads)):
+            if g is not None and r is not None:
+                _agree(g, r, f"gradient of input {i} on {device} differs from the numpy "
+                             "device")
 
     # torch, float32.
     ts = [_torch_in(a, torch.float32, not forward_only) for a in arrays]
@@ -130,10 +165,10 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
         return ours
 
     fds = finite_difference_grads(torch_fn, arrays) if fd else [None] * len(arrays)
-    for i, (a, g, t, f) in enumerate(zip(arrays, grads, ts, fds)):
+    for i, (a, g, t, f) in enumerate(zip(arrays, our_grads, ts, fds)):
         if not _is_float(a):
             continue
-        mine = np.zeros(a.shape, np.float32) if g is None else g.numpy()
+        mine = np.zeros(a.shape, np.float32) if g is None else g
         theirs = np.zeros(a.shape, np.float32) if t.grad is None else t.grad.numpy()
         assert mine.dtype == np.float32 and mine.shape == a.shape, \
             f"grad {i}: {mine.dtype}{list(mine.shape)} for input {list(a.shape)}"

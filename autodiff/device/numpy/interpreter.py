@@ -11,6 +11,7 @@ from scipy import special
 
 from ...errors import FeederError, ReceiverError
 from ...graph.ir import COMPARE, Graph, Node, Op
+from ...graph.rng import philox_uniform
 
 F32 = np.float32
 
@@ -118,6 +119,8 @@ class Interpreter:
                 vals[n.id] = store[n.arg] = vals[n.srcs[0].id]
             elif kind == "feeder":
                 vals[n.id] = self._feed(n)
+            elif kind == "rand":
+                vals[n.id] = philox_uniform(*n.arg, self.iters, n.shape)
             elif kind == "receiver":
                 self._receive(n, [vals[s.id] for s in n.srcs])
             elif kind == "for":

@@ -1,0 +1,360 @@
+"""Executor of the procedural IR with numpy: checks lowering and fusion without OpenCL.
+
+Every buffer is a flat numpy array. Access expressions are evaluated once, at compile time,
+into index arrays over the kernel's work items (one entry per work item); a kernel run is
+then numpy gathers (``buf[idx]``), the interpreter's elementwise functions, ``np.matmul`` /
+``np.sum`` / ``np.max`` for the accumulator, and scatters of the results
+(``buf[idx] = value``). Loads whose index array is the identity read the buffer directly.
+A :class:`~autodiff.procedural.ir.FusedKernel` runs as its single-kernel form by default
+(``outs`` in order, :class:`~autodiff.procedural.ir.Local` values kept in a dict, stores
+after all loads); ``by_member=True`` runs its members op by op instead.
+
+With ``offsets`` (buffer -> byte offset, from the memory planner: temps and Feeder/Receiver
+staging) every such buffer is a view into one flat byte arena, so two simultaneously live
+buffers that overlap give wrong numbers. Parameters and outputs are always separate arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import FeederError, ReceiverError
+from ...graph.ir import Op
+from ...procedural.access import evaluate
+from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
+                              FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
+                              Rand, ReceiverRead, Reduce, ScatterAdd, Select)
+from .interpreter import KERNELS, _gather, _scatter_add, check_feed
+
+_IDX = np.int64
+
+
+class _OpNode:
+    """What ``KERNELS[op](node)`` reads from a node: dtype and arg."""
+
+    def __init__(self, dtype, arg):
+        self.dtype, self.arg = dtype, arg
+
+
+def _grid(shape, vars_) -> dict:
+    """Var -> int index array over all points of ``shape`` (row-major), one entry each."""
+    n = int(np.prod(shape, dtype=np.int64))
+    env = {}
+    rest = np.arange(n, dtype=_IDX)
+    for d, v in zip(reversed(shape), reversed(vars_)):
+        env[v] = rest % d
+        rest = rest // d
+    return env
+
+
+class ProceduralExecutor:
+    """A compiled procedural program: ``run(store)`` executes it.
+
+    Parameters
+    ----------
+    program : Program
+        The program to run (unfused or fused).
+    stages : dict
+        Listings kept for ``print_graph`` (``{"procedural": ..., "fused": ...}``).
+    offsets : dict, optional
+        TEMP :class:`~autodiff.procedural.ir.Buffer` -> byte offset into one arena (bytes,
+        aligned to the buffer's itemsize). TEMP buffers missing from it get their own array.
+    by_member : bool
+        Run fused groups op by op (their members) instead of as one kernel.
+
+    Attributes
+    ----------
+    vals : dict
+        Graph node id -> numpy array (``graph.outputs`` values) after :meth:`run`.
+    stages : dict
+        As given.
+    """
+
+    def __init__(self, program: Program, stages: dict | None = None, offsets: dict | None = None,
+                 by_member: bool = False):
+        self.program = program
+        self.stages = stages or {}
+        self.by_member = by_member
+        self.vals: dict[int, np.ndarray] = {}
+        self.iters: list[int] = []
+        self.mem: dict[int, np.ndarray] = {}
+        self.arena = None
+        if offsets:
+            end = max((off + b.nbytes for b, off in offsets.items()), default=0)
+            self.arena = np.zeros(end, dtype=np.uint8)
+            for b, off in offsets.items():
+                if off % b.itemsize:
+                    raise ValueError(f"offset {off} of {b.name} is not aligned to "
+                                     f"{b.itemsize} bytes")
+                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(b.dtype)
+        self._internal: set = set()
+        self.params = []
+        for b in program.buffers:
+            if b.kind is BufferKind.PARAM:
+                self.params.append(b)
+        self.steps = [self._compile(s) for s in program.body]
+
+    # -- memory ---------------------------------------------------------------------------
+    def _buf(self, b) -> np.ndarray:
+        a = self.mem.get(id(b))
+        if a is None:
+            a = self.mem[id(b)] = np.zeros(b.size, dtype=b.dtype)
+        return a
+
+    # -- compilation ----------------------------------------------------------------------
+    def _compile(self, s):
+        if isinstance(s, FusedKernel):
+            if self.by_member:
+                steps = [self._compile(m) for m in s.members]
+                return lambda: [f() for f in steps] and None
+            self._internal = {id(b) for b in s.internal}
+            try:
+                return self._compile(s.kernel)
+            finally:
+                self._internal = set()
+        if isinstance(s, Elementwise):
+            env = _grid(s.shape, s.vars)
+            outs = self._outs(s.outs, env, int(np.prod(s.shape, dtype=np.int64)))
+            return lambda: outs(None)
+        if isinstance(s, DotProduct):
+            return self._dot(s)
+        if isinstance(s, Reduce):
+            return self._reduce(s)
+        if isinstance(s, Copy):
+            src, dst = self._buf(s.src), self._buf(s.dst)
+            return lambda: np.copyto(dst, src)
+        if isinstance(s, Gather):
+            table, idx, out = self._buf(s.table), self._buf(s.idx), self._buf(s.out)
+            tshape, ishape = s.table.shape, s.idx.shape
+
+            def gather():
+                out[:] = _gather(table.reshape(tshape), idx.reshape(ishape)).ravel()
+            return gather
+        if isinstance(s, ScatterAdd):
+            upd, idx, out = self._buf(s.updates), self._buf(s.idx), self._buf(s.out)
+            ushape, ishape, fn = s.updates.shape, s.idx.shape, _scatter_add(s.out.shape[0])
+
+            def scatter():
+                out[:] = fn(upd.reshape(ushape), idx.reshape(ishape)).ravel()
+            return scatter
+        if isinstance(s, FeederWrite):
+            buf = self._buf(s.buffer)
+            return lambda: np.copyto(buf, self._feed(s.spec).ravel())
+        if isinstance(s, ReceiverRead):
+            bufs = [(self._buf(b), b.shape) for b in s.buffers]
+            return lambda: self._receive(s.spec, [a.reshape(sh).copy() for a, sh in bufs])
+        if isinstance(s, For):
+            body = [self._compile(b) for b in s.body]
+            return lambda: self._loop(s.range, body)
+        raise NotImplementedError(f"numpy procedural executor: no rule for {type(s).__name__}")
+
+    def _value(self, v, env, n):
+        """``f(sel, acc, local) -> array`` of ``v`` at the selected work items (all if None)."""
+        if isinstance(v, Load):
+            buf = self._buf(v.buffer)
+            idx = np.broadcast_to(np.asarray(evaluate(v.index, env), dtype=_IDX), (n,))
+            if idx.shape == buf.shape and n and idx[0] == 0 and \
+                    np.array_equal(idx, np.arange(n, dtype=_IDX)):
+                return lambda sel, acc, loc: buf if sel is None else buf[sel]
+            idx = np.ascontiguousarray(idx)
+            return lambda sel, acc, loc: buf[idx] if sel is None else buf[idx[sel]]
+        if isinstance(v, Const):
+            c = np.asarray(v.value, dtype=v.dtype)
+            return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
+        if isinstance(v, Acc):
+            return lambda sel, acc, loc: acc if sel is None else acc[sel]
+        if isinstance(v, Local):
+            key = id(v.buffer)
+            return lambda sel, acc, loc: loc[key] if sel is None else loc[key][sel]
+        if isinstance(v, Rand):
+            from ...graph.rng import philox_uniform
+            idx = np.ascontiguousarray(np.broadcast_to(
+                np.asarray(evaluate(v.index, env), dtype=_IDX), (n,)))
+            seed, stream = v.key
+
+            def rand(sel, acc, loc):
+                r = philox_uniform(seed, stream, tuple(self.iters), v.shape).ravel()
+                return r[idx] if sel is None else r[idx[sel]]
+            return rand
+        if isinstance(v, Select):
+            cond = np.broadcast_to(np.asarray(evaluate(v.cond, env)) != 0, (n,))
+            yes, no = np.flatnonzero(cond), np.flatnonzero(~cond)
+            fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
+            dtype = np.dtype(v.dtype)
+
+            def select(sel, acc, loc):
+                if sel is None:
+                    out = np.empty(n, dtype)
+                    out[yes] = fa(yes, acc, loc)
+                    out[no] = fb(no, acc, loc)
+                    return out
+                c = cond[sel]
+                out = np.empty(len(sel), dtype)
+                out[c] = fa(sel[c], acc, loc)
+                out[~c] = fb(sel[~c], acc, loc)
+                return out
+            return select
+        if isinstance(v, Apply):
+            fn = KERNELS[v.op](_OpNode(v.dtype, v.arg))
+            args = [self._value(a, env, n) for a in v.args]
+            dtype = np.dtype(v.dtype)
+
+            def apply(sel, acc, loc):
+                r = np.asarray(fn(*[f(sel, acc, loc) for f in args]))
+                return r if r.dtype == dtype else r.astype(dtype)
+            return apply
+        raise TypeError(f"not a value: {v!r}")
+
+    def _outs(self, outs, env, n):
+        """``f(acc)`` evaluating ``outs`` in order, then storing every non-local one."""
+        plan = []
+        for o in outs:
+            f = self._value(o.value, env, n)
+            if id(o.buffer) in self._internal:
+                plan.append((id(o.buffer), f, None, None, np.dtype(o.buffer.dtype)))
+                continue
+            buf = self._buf(o.buffer)
+            idx = np.ascontiguousarray(np.broadcast_to(
+                np.asarray(evaluate(o.index, env), dtype=_IDX), (n,)))
+            ident = idx.shape == buf.shape and np.array_equal(idx, np.arange(n, dtype=_IDX))
+            plan.append((id(o.buffer), f, buf, None if ident else idx,
+                         np.dtype(o.buffer.dtype)))
+
+        def run(acc):
+            loc = {}
+            for key, f, _, _, dt in plan:
+                r = f(None, acc, loc)
+                loc[key] = r if r.dtype == dt else r.astype(dt)
+            for key, _, buf, idx, _ in plan:
+                if buf is None:
+                    continue
+                if idx is None:
+                    buf[:] = loc[key]
+                else:
+                    buf[idx] = loc[key]
+        return run
+
+    def _dot(self, s: DotProduct):
+        batch = s.shape[:-2]
+        m, nn, k = s.shape[-2], s.shape[-1], s.k.extent
+        a_shape, b_shape = batch + (m, k), batch + (k, nn)
+        a_env = _grid(a_shape, s.vars[:-1] + (s.k,))
+        b_env = _grid(b_shape, s.vars[:-2] + (s.k, s.vars[-1]))
+        na, nb = int(np.prod(a_shape)), int(np.prod(b_shape))
+        fa, fb = self._value(s.a, a_env, na), self._value(s.b, b_env, nb)
+        n = int(np.prod(s.shape, dtype=np.int64))
+        outs = self._outs(s.outs, _grid(s.shape, s.vars), n)
+
+        def dot():
+            a = np.asarray(fa(None, None, None), np.float32).reshape(a_shape)
+            b = np.asarray(fb(None, None, None), np.float32).reshape(b_shape)
+            outs(np.matmul(a, b).astype(np.float32).ravel())
+        return dot
+
+    def _reduce(self, s: Reduce):
+        n_in = int(np.prod(s.shape, dtype=np.int64))
+        fsrc = self._value(s.src, _grid(s.shape, s.vars), n_in)
+        kept_shape = tuple(d for i, d in enumerate(s.shape) if i not in s.axes)
+        outs = self._outs(s.outs, _grid(kept_shape, s.kept),
+                          int(np.prod(kept_shape, dtype=np.int64)))
+        axes, shape = tuple(s.axes), s.shape
+        if s.op is Op.SUM:
+            red = lambda x: np.sum(x, axis=axes, dtype=np.float32 if x.dtype == np.float32
+                                   else x.dtype)
+        elif s.op is Op.RMAX:
+            red = lambda x: np.max(x, axis=axes)
+        else:
+            raise NotImplementedError(f"reduce {s.op}")
+
+        def reduce():
+            x = np.asarray(fsrc(None, None, None)).reshape(shape)
+            outs(np.asarray(red(x)).ravel())
+        return reduce
+
+    # -- running --------------------------------------------------------------------------
+    def run(self, store: dict) -> None:
+        """Execute against ``store`` (Variable -> array), updating it in place.
+
+        Raises
+        ------
+        FeederError, ReceiverError
+            A host callback failed; ``store`` then holds the variables' values at the
+            start of the failing iteration.
+        IndexError
+            A gather index out of range.
+        """
+        self.iters = []
+        for b in self.params:
+            a = self._buf(b)
+            a[:] = np.asarray(store[b.var], dtype=b.dtype).ravel()
+        try:
+            for f in self.steps:
+                f()
+        finally:
+            for b in self.params:
+                store[b.var] = self._buf(b).reshape(b.shape).copy()
+        self.vals = {nid: self._buf(b).reshape(b.shape).copy()
+                     for nid, b in self.program.outputs.items()}
+
+    def _loop(self, rng, body) -> None:
+        self.iters.append(0)
+        for k, _ in enumerate(rng):
+            self.iters[-1] = k
+            snapshot = [self._buf(b).copy() for b in self.params]
+            try:
+                for f in body:
+                    f()
+            except BaseException:
+                for b, a in zip(self.params, snapshot):
+                    self._buf(b)[:] = a
+                raise
+        self.iters.pop()
+
+    def _feed(self, spec) -> np.ndarray:
+        it = tuple(self.iters)
+        try:
+            v = spec.fn()
+        except Exception as e:
+            raise FeederError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
+        check_feed(spec, v, it)
+        return v
+
+    def _receive(self, spec, args) -> None:
+        try:
+            spec.fn(*args)
+        except Exception as e:
+            raise ReceiverError(spec.name, tuple(self.iters),
+                                f"callback raised {type(e).__name__}: {e}") from e
+
+
+def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
+                       by_member: bool = False, plan: bool = True, alignment: int = 64,
+                       debug: bool = False, **options) -> ProceduralExecutor:
+    """Lower ``graph`` (and fuse it when ``fuse``) and return a :class:`ProceduralExecutor`.
+
+    ``stages`` holds ``"procedural"`` (the lowered program) and, when fused, ``"fused"``.
+    ``report`` (in ``options``) gets ``stats["kernels"]`` (unfused -> fused counts).
+    With ``plan`` (and no ``offsets`` given) the memory planner (:mod:`autodiff.alloc`)
+    places temps and staging buffers in one arena (offsets multiples of ``alignment``
+    bytes, ``graph.inplace`` marks honoured where safe, the plan verified when ``debug``):
+    stage ``"alloc"`` is the plan, ``report.stats["memory"]`` its figures.
+    """
+    from ...procedural.lower import lower
+    prog = lower(graph)
+    stages = {"procedural": prog}
+    run = prog
+    if fuse:
+        from ...fusion import fuse as fuse_program
+        run = fuse_program(prog)
+        stages["fused"] = run
+    report = options.get("report")
+    if report is not None:
+        report.stats["kernels"] = (f"{len(prog.kernels())} unfused -> {len(run.kernels())}"
+                                   if fuse else f"{len(prog.kernels())}")
+    if plan and offsets is None:
+        from ...alloc import plan_memory
+        mem = plan_memory(run, alignment, inplace=getattr(graph, "inplace", None),
+                          members=by_member, debug=debug)
+        offsets, stages["alloc"] = mem.buffer_offsets(), mem
+        if report is not None:
+            report.stats["memory"] = mem.stats()
+    return ProceduralExecutor(run, stages, offsets, by_member)

@@ -1,0 +1,211 @@
+"""The OpenCL device: procedural IR -> fused kernels -> one OpenCL C program on one arena.
+
+``compile(graph)`` runs lower (:mod:`autodiff.procedural`) -> fuse (:mod:`autodiff.fusion`,
+when present) -> plan (:mod:`autodiff.alloc`, else one slot per buffer) -> render
+(:mod:`.codegen`, one kernel per kernel statement, all in one program) -> build, and returns
+an :class:`~.runtime.Executable` whose ``run`` drives the ``For`` loops from the host.
+
+Arena layout (floats): ``SLACK`` | error flag (16) | parameters written by loops |
+other parameters | outputs | planned buffers (temps, Feeder/Receiver staging) | ``SLACK``.
+"""
+from __future__ import annotations
+
+import time
+
+from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
+                              ReceiverRead)
+from . import codegen, kernels, philox, render
+from .device import OpenCLUnavailable, context, select
+from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
+                      Receive, build, check_arena)
+
+__all__ = ["compile", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory", "select"]
+
+ALIGN = 64   # bytes: every buffer starts on a cache line (and a float16 boundary)
+
+
+def _lower(graph, stats, options):
+    from ... import procedural
+    t = time.perf_counter()
+    prog = procedural.lower(graph)
+    stats["lower_s"] = time.perf_counter() - t
+    stages = {"procedural": prog}
+    try:
+        from ... import fusion
+    except ImportError:
+        return prog, stages
+    if not options.get("fuse", True) or not hasattr(fusion, "fuse"):
+        return prog, stages
+    t = time.perf_counter()
+    prog = fusion.fuse(prog)
+    stats["fuse_s"] = time.perf_counter() - t
+    stages["fused"] = prog
+    return prog, stages
+
+
+def _plan(prog, stats) -> tuple[dict, int, object]:
+    """Byte offsets (from the planned region's start) of the TEMP/FEEDER/RECEIVER buffers."""
+    t = time.perf_counter()
+    try:
+        from ...alloc import pack
+        from ...alloc.liveness import liveness
+    except ImportError:
+        offsets, top = {}, 0
+        for b in prog.buffers:
+            if b.kind in (BufferKind.TEMP, BufferKind.FEEDER, BufferKind.RECEIVER):
+                offsets[b.name] = top
+                top += -(-b.nbytes // ALIGN) * ALIGN
+        stats["plan_s"] = time.perf_counter() - t
+        return offsets, top, None
+    plan = pack(liveness(prog, members=False).ranges, ALIGN)
+    stats["plan_s"] = time.perf_counter() - t
+    return plan.offsets, plan.arena_bytes, plan
+
+
+def _layout(prog, planned: dict, planned_bytes: int):
+    """Float offsets of every buffer and the arena size (bytes), plus the region (byte
+    offset, bytes) of the parameters loops write (what a checkpoint copies)."""
+    written = {id(b) for s, _ in prog.walk() if isinstance(s, For)
+               for b in s.writes() if b.kind is BufferKind.PARAM}
+    params = [b for b in prog.buffers if b.kind is BufferKind.PARAM]
+    params.sort(key=lambda b: id(b) not in written)
+    off = {}
+    top = (kernels.SLACK + 16) * 4
+    snap_start = top
+    for b in params:
+        off[b.name] = top // 4
+        top += -(-b.nbytes // ALIGN) * ALIGN
+        if id(b) in written:
+            snap_end = top
+    snap = (snap_start, snap_end - snap_start) if written else (0, 0)
+    for b in prog.buffers:
+        if b.kind is BufferKind.OUTPUT:
+            off[b.name] = top // 4
+            top += -(-b.nbytes // ALIGN) * ALIGN
+    for name, o in planned.items():
+        off[name] = (top + o) // 4
+    top += planned_bytes
+    sa, sb = _scratch(prog)
+    off[codegen.SCRATCH_A] = top // 4
+    top += -(-sa * 4 // ALIGN) * ALIGN
+    off[codegen.SCRATCH_B] = top // 4
+    top += -(-sb * 4 // ALIGN) * ALIGN + kernels.SLACK * 4
+    return off, top, snap
+
+
+def _scratch(prog) -> tuple[int, int]:
+    """Floats of scratch for packing DotProduct operands (the largest A and B spaces)."""
+    sa = sb = 0
+    for s, _ in prog.walk():
+        k = s.kernel if isinstance(s, FusedKernel) else s
+        if isinstance(k, DotProduct):
+            n = max(codegen.pack_sizes(k))     # either operand may land in either slot
+            sa, sb = max(sa, n), max(sb, n)
+    return sa, sb
+
+
+def _steps(stmts, off, sources, launches, top: bool = True):
+    steps = []
+    for s in stmts:
+        if isinstance(s, For):
+            body = _steps(s.body, off, sources, launches, top=False)
+            feeds = [x for x in body if type(x) is Feed]
+            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
+                            for x, _ in _walk(s.body))
+            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+        elif isinstance(s, FeederWrite):
+            b = s.buffer
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+        elif isinstance(s, ReceiverRead):
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+                                          for b in s.buffers]))
+        elif isinstance(s, Kernel):
+            name = f"k{len(sources)}_{s.kind.replace('+', '_').lower()}"
+            for src in codegen.kernel(name, s, off):
+                sources.append(src)
+                la = Launch(src.name, src.global_size, src.local_size,
+                            rand=philox.uses_iteration_words(src.src))
+                launches.append(la)
+                steps.append(la)
+        else:
+            raise NotImplementedError(f"opencl: no step for {type(s).__name__}")
+    return steps
+
+
+def _walk(stmts):
+    for s in stmts:
+        yield s, 0
+        if isinstance(s, For):
+            yield from _walk(s.body)
+
+
+class _Listing:
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def compile(graph, report=None, opencl_device: str | None = None, **options) -> Executable:
+    """Compile ``graph`` for the OpenCL device.
+
+    Args:
+        graph: the (optimized) graph IR program.
+        report: the ``execute()`` report; ``report.stats["opencl"]`` gets the kernel count,
+            source size, the seconds spent lowering, fusing, planning, rendering, building,
+            and the arena size.
+        opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
+            first GPU, else the first device).
+        options: ``profile=True`` records each kernel's device time
+            (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us));
+            ``fuse=False`` skips fusion; others are ignored here.
+
+    Returns:
+        An :class:`~.runtime.Executable`.
+
+    Raises:
+        OpenCLUnavailable: no OpenCL platform (the message names the install command).
+        KernelBuildError: the generated program did not build (source path + build log).
+        ArenaOutOfMemory: the arena exceeds the device's largest allocation.
+        NotImplementedError: a statement kind with no kernel template.
+    """
+    import pyopencl as cl
+    t_all = time.perf_counter()
+    ctx, dev = context(opencl_device)
+    stats: dict = {"device": dev.name.strip()}
+    prog, stages = _lower(graph, stats, options)
+    planned, planned_bytes, plan = _plan(prog, stats)
+    if plan is not None:
+        stages["memory"] = plan
+    off, arena_bytes, snap = _layout(prog, planned, planned_bytes)
+    t = time.perf_counter()
+    sources, launches = [], []
+    steps = _steps(prog.body, off, sources, launches)
+    src = render.program(sources)
+    stats["render_s"] = time.perf_counter() - t
+    stats["kernels"] = len(sources)
+    stats["source_chars"] = len(src)
+    check_arena(arena_bytes, dev)          # before anything is built or run
+    t = time.perf_counter()
+    _, kern, path = build(ctx, dev, src, [s.name for s in sources] + [philox.SET_KERNEL])
+    stats["build_s"] = time.perf_counter() - t
+    stats["source_path"] = path
+    for la in launches:
+        la.kernel = kern[la.name]
+    arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
+    for la in launches:
+        la.kernel.set_arg(0, arena)
+    props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
+    queue = cl.CommandQueue(ctx, dev, properties=props)
+    params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+               for nid, b in prog.outputs.items()}
+    stats["arena_bytes"] = arena_bytes
+    stats["compile_s"] = time.perf_counter() - t_all
+    stages["opencl"] = _Listing(src)
+    exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
+                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL])
+    if report is not None:
+        report.stats["opencl"] = stats
+    return exe

@@ -1,0 +1,429 @@
+"""Kernel sources from the procedural IR: one OpenCL kernel per (fused) kernel statement.
+
+Every buffer lives in one arena (``buf``); ``offsets`` gives each buffer's first element
+(floats). Index variables of a kernel become C ints computed from the work-item id; access
+expressions are substituted and simplified (:mod:`autodiff.procedural.access`) and printed
+as index arithmetic. Values are rendered through :data:`.render.CODE_FOR_OP`, either as
+scalars or as ``float{w}`` vectors along one index variable (the N columns of a matmul tile,
+the reduced axis of a row reduction): a load whose index moves by 1 along that variable is
+a ``vload``, one that does not move is a broadcast; anything else falls back to building
+the vector lane by lane (correct, slower).
+
+Kernel kinds: :class:`~autodiff.procedural.ir.DotProduct` -> :func:`.kernels.matmul` when
+both operands are plain affine loads (else a scalar loop); :class:`Reduce` ->
+:func:`.kernels.row_reduce`; :class:`Elementwise`, :class:`Copy`, :class:`Gather`,
+:class:`ScatterAdd` -> one work-item per element (per column for ScatterAdd).
+"""
+from __future__ import annotations
+
+import math
+
+from ...procedural import access as ax
+from ...procedural.access import Expr, Num, Var
+from ...procedural.ir import (Acc, Apply, Const, Copy, DotProduct, Elementwise, FusedKernel,
+                              Gather, Load, Local, Rand, Reduce, ScatterAdd, Select, Value,
+                              value_dtype, walk_values)
+from ...graph.ir import Op
+from . import kernels as K
+from . import philox
+from . import render as R
+from .dialect import OPENCL, Dialect
+
+#: B contiguous along K is transposed into scratch when C has at least this many rows
+#: (the 8x16 broadcast tile then beats the 4x4 dot-product tile by 2-10x on PoCL); for
+#: fewer rows the transpose would cost more than the product
+PACK_MIN_ROWS = 64
+
+#: float offset of the int error flag (bad gather index) in every arena
+FLAG = K.SLACK
+
+
+def affine_stride(e: Expr, v: Var) -> int | None:
+    """How much ``e`` moves when ``v`` grows by 1, if that is a constant; else None."""
+    if v not in ax.variables(e):
+        return 0
+    d = ax.simplify(ax.substitute(e, {v: v + 1}) - e)
+    return d.value if isinstance(d, Num) else None
+
+
+def _lane(v: Var, j: int) -> Var:
+    return Var(f"{v.name}_{j}", v.extent)
+
+
+def lane_decls(v: Var, w: int) -> list[str]:
+    """C declarations of the clamped lane indices ``v_j = min(v + j, extent - 1)``."""
+    return [f"const int {v.name}_{j} = min({v.name}+{j}, {v.extent - 1});" for j in range(w)]
+
+
+class Values:
+    """Renders value expressions of one kernel against the arena ``buf``.
+
+    Args:
+        offsets: buffer name -> first element in the arena (floats).
+        env: kernel index Var -> access expression over C-level Vars.
+        acc: C expression of :class:`Acc`.
+    """
+
+    def __init__(self, offsets: dict, env: dict, acc: str = "acc"):
+        self.offsets, self.env, self.acc = offsets, env, acc
+        self.locals: dict = {}     # id(buffer) -> C name of an output computed earlier
+
+    def index(self, buf, e: Expr, extra: dict | None = None) -> Expr:
+        """Arena index of ``buf[e]``: kernel vars substituted by ``env``, then C-level vars
+        by ``extra`` (the lanes of a vector)."""
+        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name])
+
+    def sub(self, e: Expr, extra: dict | None = None) -> Expr:
+        e = ax.substitute(e, self.env)
+        return ax.simplify(ax.substitute(e, extra) if extra else e)
+
+    def scalar(self, v: Value, extra: dict | None = None, lane: int | None = None) -> str:
+        """C expression of ``v`` for one work item (``extra``: more Var substitutions;
+        ``lane``: the vector lane being built, for registers computed as vectors)."""
+        if isinstance(v, Local):
+            name = self.locals[id(v.buffer)]
+            return name if lane is None else f"{name}.s{'0123456789abcdef'[lane]}"
+        if isinstance(v, Load):
+            return R.load(R.access(self.index(v.buffer, v.index, extra)), v.buffer.dtype)
+        if isinstance(v, Const):
+            return R.const(v.value, 1, v.dtype)
+        if isinstance(v, Acc):
+            return self.acc
+        if isinstance(v, Rand):
+            return philox.call(v.key, R.access(self.sub(v.index, extra)))
+        if isinstance(v, Select):
+            cond = R.access(self.sub(v.cond, extra))
+            return (f"(({cond}) ? ({self.scalar(v.a, extra, lane)}) : "
+                    f"({self.scalar(v.b, extra, lane)}))")
+        if isinstance(v, Apply):
+            return self._apply(v, [self.scalar(a, extra, lane) for a in v.args], 1)
+        raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
+
+    def _apply(self, v: Apply, args: list[str], w: int) -> str:
+        if v.op is Op.CAST:
+            return R.cast(args[0], value_dtype(v.args[0]), v.dtype, w)
+        if v.op is Op.WHERE and value_dtype(v.args[0]) == "int32":
+            args = [R.cast(args[0], "int32", "float32", w)] + args[1:]
+        return R.code(v.op, args, w, v.dtype)
+
+    def vectorizable(self, v: Value, vec: Var) -> bool:
+        """Whether every load of ``v`` moves by 0 or 1 along ``vec`` (and no Select
+        condition depends on it, and no random draw is in it)."""
+        if isinstance(v, Load):
+            return affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
+        if isinstance(v, Select):
+            cond = ax.simplify(ax.substitute(v.cond, self.env))
+            return vec not in ax.variables(cond) and all(
+                self.vectorizable(x, vec) for x in (v.a, v.b))
+        if isinstance(v, Apply):
+            return all(self.vectorizable(a, vec) for a in v.args)
+        return not isinstance(v, Rand)      # random draws are built lane by lane
+
+    def vector(self, v: Value, vec: Var, w: int) -> str:
+        """C expression of the ``float{w}`` vector of ``v`` at ``vec .. vec+w-1``.
+
+        Lanes past ``vec``'s extent read memory next to the operand (kept in bounds by the
+        arena slack) or, on the lane-by-lane path, the last valid element; callers do not
+        store them. Lane-by-lane rendering needs :func:`lane_decls` in scope.
+        """
+        if w == 1:
+            return self.scalar(v)
+        if not self.vectorizable(v, vec):
+            lanes = [self.scalar(v, {vec: _lane(vec, j)}, j) for j in range(w)]
+            vt = R.vt(w, "int" if value_dtype(v) == "int32" else "float")
+            return f"(({vt})({', '.join(lanes)}))"
+        return self._vector(v, vec, w)
+
+    def _vector(self, v: Value, vec: Var, w: int) -> str:
+        if isinstance(v, Load):
+            idx = self.index(v.buffer, v.index)
+            s = R.access(idx)
+            if affine_stride(idx, vec) == 0:
+                x = R.load(s, v.buffer.dtype)
+                return f"(({R.vt(w, 'int' if v.buffer.dtype == 'int32' else 'float')})({x}))"
+            x = f"vload{w}(0, buf + {s})"
+            return f"as_int{w}({x})" if v.buffer.dtype == "int32" else x
+        if isinstance(v, Const):
+            return R.const(v.value, w, v.dtype)
+        if isinstance(v, Acc):
+            return self.acc
+        if isinstance(v, Local):
+            return self.locals[id(v.buffer)]
+        if isinstance(v, Select):
+            cond = R.access(ax.simplify(ax.substitute(v.cond, self.env)))
+            return f"(({cond}) ? ({self._vector(v.a, vec, w)}) : ({self._vector(v.b, vec, w)}))"
+        if isinstance(v, Apply):
+            return self._apply(v, [self._vector(a, vec, w) for a in v.args], w)
+        raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
+
+
+def _flat_env(vars, shape, flat: Var) -> dict:
+    return {v: e for v, e in zip(vars, ax.unflat(flat, shape))}
+
+
+def _indices(values, outs=()) -> list[Expr]:
+    """Every access expression of ``values`` (loads, random draws, Select conditions) and
+    ``outs``."""
+    out = [o.index for o in outs]
+    for v in values:
+        for x in walk_values(v):
+            if isinstance(x, (Load, Rand)):
+                out.append(x.index)
+            elif isinstance(x, Select):
+                out.append(x.cond)
+    return out
+
+
+def merge_dims(vars_, indices) -> tuple[list[Var], dict]:
+    """Merge adjacent index variables that every access expression walks contiguously.
+
+    ``(outer, inner)`` merge into one variable ``m`` of extent ``outer * inner`` when every
+    index is affine in both with ``stride(outer) == stride(inner) * extent(inner)``; then
+    ``outer -> 0, inner -> m`` gives the same addresses. Flattening a kernel's space over
+    fewer variables removes div/mod index arithmetic and exposes unit strides to vector
+    loads.
+
+    Returns:
+        ``(merged variables, substitution: original var -> expression)``.
+    """
+    vars_ = list(vars_)
+    sub: dict = {v: v for v in vars_}
+    i = len(vars_) - 2
+    while i >= 0:
+        o, n = vars_[i], vars_[i + 1]
+        strides = [(affine_stride(e, o), affine_stride(e, n)) for e in indices]
+        if all(so is not None and sn is not None and so == sn * n.extent for so, sn in strides):
+            m = Var(f"{o.name}{n.name}", o.extent * n.extent)
+            rep = {o: Num(0), n: m}
+            indices = [ax.simplify(ax.substitute(e, rep)) for e in indices]
+            sub = {k: ax.simplify(ax.substitute(e, rep)) for k, e in sub.items()}
+            vars_[i:i + 2] = [m]
+        i -= 1
+    return vars_, sub
+
+
+def _space_env(vars_, indices, flat_name: str):
+    """``(flat Var, env)``: the kernel's vars as expressions of one flat work-item index
+    over the merged space."""
+    merged, sub = merge_dims(vars_, indices)
+    shape = tuple(v.extent for v in merged)
+    flat = Var(flat_name, max(math.prod(shape), 1))
+    fenv = _flat_env(merged, shape, flat)
+    return flat, {k: ax.simplify(ax.substitute(e, fenv)) for k, e in sub.items()}
+
+
+def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
+            ncols: int | None = None) -> list[str]:
+    """Compute every output value, then store them (reads before writes). Outputs whose
+    buffer has no arena offset (internal to a fused group) are registers only."""
+    lines, stores = [], []
+    for n, o in enumerate(outs):
+        dt = o.buffer.dtype
+        ctype = R.vt(w, "int" if dt == "int32" else "float")
+        val = vals.vector(o.value, vec, w) if w > 1 else vals.scalar(o.value)
+        lines.append(f"const {ctype} o{n} = {val};")
+        vals.locals[id(o.buffer)] = f"o{n}"
+        if o.buffer.name not in vals.offsets:
+            continue
+        idx = vals.index(o.buffer, o.index)
+        if w == 1:
+            stores.append(f"buf[{R.access(idx)}] = {R.store_value(f'o{n}', dt)};")
+        elif affine_stride(idx, vec) == 1:
+            v = f"as_float{w}(o{n})" if dt == "int32" else f"o{n}"
+            stores += K.store_lanes(v, w, f"(buf + {R.access(idx)})", vec.name, ncols)
+        else:
+            for j in range(w):
+                lane = R.access(vals.index(o.buffer, o.index, {vec: vec + j}))
+                lane_v = R.store_value(f"o{n}.s{'0123456789abcdef'[j]}", dt)
+                guard = f"if ({vec.name}+{j} < {ncols}) " if ncols else ""
+                stores.append(f"{guard}buf[{lane}] = {lane_v};")
+    return lines + stores
+
+
+def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+    """One work-item per point of the kernel's space, straight-line code."""
+    n = math.prod(k.shape)
+    _, env = _space_env(k.vars, _indices(k.values(), k.outs), "i")
+    vals = Values(offsets, env)
+    body = _stores(vals, k.outs)
+    local = 64
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;"]
+    L += [f"  {s}" for s in body] + ["}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), local) * local,), (local,))
+
+
+def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
+    if isinstance(v, Const) and v.dtype == "float32":
+        return K.Ref(0, (0,) * len(vars_), float(v.value))
+    if not isinstance(v, Load) or v.buffer.dtype != "float32":
+        return None
+    idx = vals.index(v.buffer, v.index)
+    strides = [affine_stride(idx, x) for x in vars_]
+    if any(s is None for s in strides):
+        return None
+    base = ax.simplify(ax.substitute(idx, {x: Num(0) for x in vars_}))
+    if not isinstance(base, Num):
+        return None
+    return K.Ref(base.value, tuple(strides))
+
+
+def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+    """A matmul tile kernel with the outputs' epilogue fused, or a scalar fallback."""
+    *batch, M, N = k.shape
+    batch = tuple(batch)
+    bv, mv, nv = list(k.vars[:-2]), k.vars[-2], k.vars[-1]
+    Kd = k.k.extent
+    vals = Values(offsets, {})
+    va, vb = k.a, k.b
+    if _transposed_outputs(k, offsets, mv, nv):
+        # outputs run along M: compute C^T = B^T A^T so that the stores are vectors
+        va, vb, M, N, mv, nv = k.b, k.a, N, M, nv, mv
+    a = _affine_ref(vals, va, bv + [mv, k.k])
+    b = _affine_ref(vals, vb, bv + [k.k, nv])
+    pre = []
+    if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS:
+        b = None          # B runs along K: packing it (a transpose) beats the dot form
+    if Kd and (a is None or b is None) and SCRATCH_A in offsets:
+        # an operand that is not a strided array (head split/merge views, computed
+        # prologues): pack it densely into scratch first, then run the tile kernel
+        if a is None:
+            a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A], offsets, d)
+            pre.append(src)
+        if b is None:
+            b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d)
+            pre.append(src)
+    if a is None or b is None or Kd == 0:
+        return [_dot_scalar(name, k, offsets, d)]
+    bi = Var("bi", max(math.prod(batch), 1))
+    benv = _flat_env(bv, batch, bi) if batch else {}
+    row, col = Var("rr", M), Var("n0", N)
+
+    def store(acc, w, rexpr, cexpr):
+        vs = Values(offsets, {**benv, mv: row, nv: col}, acc)
+        body = _stores(vs, k.outs, w, col, None if N % w == 0 else N)
+        return [f"{{ const int rr = {rexpr};"] + lane_decls(col, w) + body + ["}"]
+    return pre + [K.matmul(name, M, N, Kd, a, b, store, batch, d=d)]
+
+
+#: offsets keys of the two scratch regions operands are packed into
+SCRATCH_A, SCRATCH_B = "__scratch_a", "__scratch_b"
+
+
+def pack_sizes(k: DotProduct) -> tuple[int, int]:
+    """Floats of the A and B operand spaces of a DotProduct (scratch needed to pack them)."""
+    *batch, M, N = k.shape
+    B = math.prod(batch)
+    return B * M * k.k.extent, B * k.k.extent * N
+
+
+def _pack(name, value, vars_, dst, offsets, d):
+    """Elementwise kernel writing ``value`` over ``vars_`` densely (row-major) at ``dst``."""
+    shape = tuple(v.extent for v in vars_)
+    n = math.prod(shape)
+    _, env = _space_env(vars_, _indices([value]), "i")
+    vals = Values(offsets, env)
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
+         f"  buf[{dst} + i] = {vals.scalar(value)};", "}"]
+    strides = tuple(int(math.prod(shape[i + 1:])) for i in range(len(shape)))
+    return K.Ref(dst, strides), K.Source(name, "\n".join(L), (K._cdiv(n, 64) * 64,), (64,))
+
+
+def _transposed_outputs(k: DotProduct, offsets: dict, mv: Var, nv: Var) -> bool:
+    """Whether every stored output is contiguous along M and none along N."""
+    idx = [o.index for o in k.outs if o.buffer.name in offsets]
+    along = lambda v: [affine_stride(e, v) == 1 for e in idx]
+    return bool(idx) and all(along(mv)) and not any(along(nv))
+
+
+def _dot_scalar(name, k: DotProduct, offsets, d):
+    n = math.prod(k.shape)
+    gid = Var("i", max(n, 1))
+    env = _flat_env(k.vars, k.shape, gid)
+    kk = Var("kk", max(k.k.extent, 1))
+    vals = Values(offsets, {**env, k.k: kk}, "acc")
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
+         "  float acc = 0.0f;",
+         f"  for (int kk = 0; kk < {k.k.extent}; kk++)",
+         f"    acc = fma({vals.scalar(k.a)}, {vals.scalar(k.b)}, acc);"]
+    L += [f"  {s}" for s in _stores(Values(offsets, env, "acc"), k.outs)] + ["}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
+
+
+def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+    """One work-item per kept point; the reduced points flattened to ``j`` and read 16 at a
+    time when the source is contiguous (or constant) along ``j``."""
+    kept_shape = tuple(k.shape[i] for i in range(len(k.shape)) if i not in k.axes)
+    red_shape = tuple(k.shape[i] for i in k.axes)
+    rows, length = math.prod(kept_shape), math.prod(red_shape)
+    idx = _indices([k.src], k.outs)
+    _, kenv = _space_env(k.kept, idx, "r")
+    j, renv = _space_env(k.reduced, _indices([k.src]), "j")
+    env = {**kenv, **renv}
+    vals = Values(offsets, env)
+    vector = length >= 16 and vals.vectorizable(k.src, j)
+    op = {Op.SUM: "sum", Op.RMAX: "max"}[k.op]
+
+    def x(w, jexpr):
+        return vals.vector(k.src, j, 16) if w == 16 else vals.scalar(k.src)
+
+    def out(s):
+        return _stores(Values(offsets, env, s), k.outs)
+    return K.row_reduce(name, rows, length, x, out, op, vector=vector, d=d)
+
+
+def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+    n = k.src.size
+    expr = f"buf[{offsets[k.src.name]} + i]"
+    return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+
+
+def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+    """out[r, c] = table[idx[r], c]; a bad index sets the arena's error flag (and reads row
+    0 instead)."""
+    rows, width = k.idx.size, k.table.size // max(k.table.shape[0], 1)
+    n, nt = rows * width, k.table.shape[0]
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
+         f"  const int r = i / {max(width, 1)}, c = i % {max(width, 1)};",
+         f"  int t = as_int(buf[{offsets[k.idx.name]} + r]);",
+         f"  if (t < 0 || t >= {nt}) {{ buf[{FLAG}] = as_float(1); t = 0; }}",
+         f"  buf[{offsets[k.out.name]} + i] = buf[{offsets[k.table.name]} + t*{width} + c];",
+         "}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
+
+
+def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+    """One work-item per column: zero it, then add the updates in index order (no races)."""
+    nout, width, nidx = k.out.shape[0], k.out.size // max(k.out.shape[0], 1), k.idx.size
+    o, u, ix = offsets[k.out.name], offsets[k.updates.name], offsets[k.idx.name]
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;",
+         f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
+         f"  for (int i = 0; i < {nidx}; i++) {{",
+         f"    int t = as_int(buf[{ix} + i]);",
+         f"    if (t < 0 || t >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
+         f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(width, 1), 8) * 8,), (8,))
+
+
+RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, Copy: copy,
+             Gather: gather, ScatterAdd: scatter_add}
+
+
+def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL) -> list[K.Source]:
+    """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
+    group renders its single-kernel form; a DotProduct may first pack an operand).
+
+    Raises:
+        NotImplementedError: a statement or value kind with no renderer.
+    """
+    if isinstance(k, FusedKernel):
+        k = k.kernel
+    fn = RENDERERS.get(type(k))
+    if fn is None:
+        raise NotImplementedError(f"opencl: no kernel template for {type(k).__name__}")
+    out = fn(name, k, offsets, d)
+    return out if isinstance(out, list) else [out]

@@ -1,0 +1,344 @@
+"""Kernel templates for CPU-class OpenCL devices (see ``/work/shared/POCL.md``).
+
+Each template renders one kernel's source with every size, stride and arena offset as a
+literal, so the compiler sees constant index arithmetic and a launch binds one argument,
+the arena. Operands are :class:`Ref` s: an offset and per-dimension strides, in floats,
+into the arena buffer ``buf``.
+
+* :func:`matmul`: C = A @ B (batched), one work-item per 8x16 tile of C accumulating eight
+  ``float16`` rows with ``fma``; when B is contiguous along K instead of N, a 4x4 tile of
+  ``float16`` dot-product accumulators. Edge tiles run the same vector code on clamped rows
+  (and, for the dot form, a lane-masked last K chunk); only the final store of an edge tile
+  is per element. The arena keeps :data:`SLACK` floats before and after all buffers so that
+  vector loads past a row end stay in bounds (their lanes are discarded or masked).
+* :func:`row_reduce`: one work-item per row, a ``float16`` accumulator, masked tail.
+* :func:`elementwise`: one work-item per element, straight-line code.
+
+Every template takes an *epilogue*: ``fn(v, width, row, col) -> str``, a C expression that
+transforms the accumulated value ``v`` (a ``float{width}`` vector, or a float when
+``width == 1``) of output row ``row`` and first column ``col`` before it is stored; this is
+where fusion puts bias, activation and the rest of an elementwise tail.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .dialect import OPENCL, Dialect
+
+#: floats of slack kept before the first and after the last buffer of an arena.
+SLACK = 32
+TM, TN = 8, 16          # register tile of the broadcast form (rows x float16 columns)
+DM, DN, VK = 4, 4, 16   # register tile of the dot form and its vector width along K
+
+Epilogue = Callable[[str, int, str, str], str]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An operand in the arena: element ``idx`` is at ``offset + sum(idx * strides)`` floats;
+    or, with ``const`` set, every element is that constant (no memory read)."""
+    offset: int
+    strides: tuple[int, ...]
+    const: float | None = None
+
+    def lit(self) -> str:
+        return f"{float(self.const)!r}f"
+
+
+@dataclass
+class Source:
+    """One rendered kernel: its name, source, and launch sizes (global, local)."""
+    name: str
+    src: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    flops: int = 0
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def vtype(width: int) -> str:
+    return "float" if width == 1 else f"float{width}"
+
+
+def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...], b: str) -> str:
+    """Index arithmetic for the flat batch index ``b`` over dims ``batch`` with ``strides``."""
+    terms, inner = [], 1
+    for d, s in reversed(list(zip(batch, strides))):
+        if d > 1 and s:
+            idx = b if inner == 1 else f"({b}/{inner})"
+            idx = idx if inner * d == math.prod(batch) else f"({idx}%{d})"
+            terms.append(f"{idx}*{s}")
+        inner *= d
+    return "+".join(terms) or "0"
+
+
+def store_lanes(v: str, width: int, ptr: str, col: str, ncols: int | None) -> list[str]:
+    """Store ``width`` lanes of ``v`` at ``ptr``; with ``ncols`` only lanes ``col+j < ncols``
+    (one vector store when the whole vector fits, else lane by lane)."""
+    if width == 1:
+        return [f"{ptr}[0] = {v};"]
+    if ncols is None:
+        return [f"vstore{width}({v}, 0, {ptr});"]
+    lanes = "0123456789abcdef"
+    out = [f"{{ {vtype(width)} t_ = {v};",
+           f"  if ({col}+{width} <= {ncols}) vstore{width}(t_, 0, {ptr});",
+           "  else {"]
+    out += [f"    if ({col}+{j} < {ncols}) {ptr}[{j}] = t_.s{lanes[j]};" for j in range(width)]
+    return out + ["  }", "}"]
+
+
+#: store hook of a matmul: ``fn(acc, width, row, col) -> C statements`` storing (and
+#: transforming) the ``float{width}`` accumulator of row ``row`` (a C int expression),
+#: columns ``col .. col+width-1``; lanes with ``col + j >= N`` must not be stored
+#: (:func:`store_lanes` does that). The flat batch index is the C variable ``bi``.
+Store = Callable[[str, int, str, str], list[str]]
+
+
+def ref_store(c: Ref, N: int, batch: tuple[int, ...] = (),
+              epilogue: Epilogue | None = None) -> Store:
+    """The store hook writing ``epilogue(acc)`` into ``c`` (column stride 1)."""
+    if c.strides[-1] != 1:
+        raise ValueError(f"matmul output must be contiguous along N, strides {c.strides}")
+    epi = epilogue or (lambda v, w, r, col: v)
+    boff = _batch_offset(batch, c.strides[:len(batch)], "bi")
+
+    def store(acc, w, row, col):
+        ptr = f"(buf + {c.offset} + {boff} + ({row})*{c.strides[-2]} + {col})"
+        return store_lanes(epi(acc, w, row, col), w, ptr, col, None if N % w == 0 else N)
+    return store
+
+
+def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
+           batch: tuple[int, ...] = (), epilogue: Epilogue | None = None,
+           d: Dialect = OPENCL) -> Source:
+    """C[..., M, N] = epilogue(A[..., M, K] @ B[..., K, N]).
+
+    Args:
+        name: kernel name.
+        M, N, K: matrix sizes (any positive ints; no multiple of the tile needed).
+        a, b: operands; strides are (batch strides..., row stride, column stride), in floats.
+        c: the output :class:`Ref` (column stride 1), or a :data:`Store` hook that writes
+            any number of outputs (fused epilogues).
+        batch: batch dims (the same for all operands).
+        epilogue: with a ``Ref`` output, see the module docstring; ``row``/``col`` index C.
+
+    Returns:
+        The kernel :class:`Source`; global size (column tiles, row tiles, batch).
+
+    Raises:
+        ValueError: C not contiguous along N, or a stride tuple of the wrong length.
+    """
+    nb = len(batch)
+    for r in (a, b) + ((c,) if isinstance(c, Ref) else ()):
+        if len(r.strides) != nb + 2:
+            raise ValueError(f"{name}: strides {r.strides} do not match batch {batch} + 2")
+    store = ref_store(c, N, batch, epilogue) if isinstance(c, Ref) else c
+    sam, sak = a.strides[-2:]
+    sbk, sbn = b.strides[-2:]
+    B = math.prod(batch)
+    head = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+            f"  const int bi = {d.index('global', 2)};"]
+    boff = {x: _batch_offset(batch, r.strides[:nb], "bi") for x, r in (("a", a), ("b", b))}
+    if sbn in (0, 1) or sbk != 1 or a.const is not None or b.const is not None:
+        body, gs = _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store,
+                                 a.lit() if a.const is not None else None,
+                                 b.lit() if b.const is not None else None)
+    else:
+        body, gs = _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store)
+    ptrs = [f"  {d.pointer(const=True)} A = buf + {a.offset} + {boff['a']};",
+            f"  {d.pointer(const=True)} B = buf + {b.offset} + {boff['b']};"]
+    src = "\n".join(head + ptrs + body + ["}"])
+    return Source(name, src, (gs[0], gs[1], B), group_size(gs), 2 * M * N * K * B)
+
+
+#: work-items per work-group of a tile kernel: PoCL pays a fixed cost per work-group, which
+#: dominates when the tiles are cheap (K small)
+GROUP_TILES = 16
+MIN_GROUPS = 8         # ... but at least this many groups per batch entry when possible
+
+
+def _divisor(n: int, most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``most``."""
+    return max(x for x in range(1, min(n, most) + 1) if n % x == 0)
+
+
+def group_size(gs: tuple[int, int]) -> tuple[int, int, int]:
+    """Local size of a tile kernel with global size ``(gs[0], gs[1], batch)``: up to
+    :data:`GROUP_TILES` tiles, dividing the global size (OpenCL 1.2 uniform groups)."""
+    most = min(GROUP_TILES, max(1, gs[0] * gs[1] // MIN_GROUPS))
+    l0 = _divisor(gs[0], most)
+    return (l0, _divisor(gs[1], max(1, most // l0)), 1)
+
+
+def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=None):
+    """8x16 tile: acc_i += A[m_i, k] (broadcast) * B[k, n:n+16] for eight rows m_i (as
+    many as there are when M < 8: no clamped rows computed in vain)."""
+    tm = min(TM, M)
+    L = [f"  const int n0 = {d.index('global', 0)}*{TN};",
+         f"  const int m0 = {d.index('global', 1)}*{tm};"]
+    for i in range(tm):
+        L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
+        L.append(f"  float16 acc{i} = (float16)(0.0f);")
+    if bconst is not None:
+        bload = f"(float16)({bconst})"
+    elif sbn == 0:
+        bload = f"(float16)(B[k*{sbk}])"
+    elif sbn == 1:
+        bload = f"vload16(0, B + k*{sbk} + n0)"
+    else:   # B strided along N: gather (used only when neither layout is contiguous)
+        bload = "(float16)(" + ", ".join(
+            f"B[k*{sbk} + min(n0+{j}, {N - 1})*{sbn}]" for j in range(TN)) + ")"
+    L += [f"  for (int k = 0; k < {K}; k++) {{", f"    const float16 bk = {bload};"]
+    aval = (lambda i: aconst) if aconst is not None else (lambda i: f"a{i}[k*{sak}]")
+    L += [f"    acc{i} = fma((float16)({aval(i)}), bk, acc{i});" for i in range(tm)]
+    L.append("  }")
+    for i in range(tm):
+        row = f"(m0+{i})"
+        st = store(f"acc{i}", TN, row, "n0")
+        guard = "" if M % tm == 0 else f"if ({row} < {M}) "
+        L.append(f"  {guard}{{ " + " ".join(st) + " }")
+    return L, (_cdiv(N, TN), _cdiv(M, tm))
+
+
+def _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store):
+    """4x4 tile of float16 dot-product accumulators along K (B contiguous along K); fewer
+    rows when M < 4."""
+    dm = min(DM, M)
+    L = [f"  const int n0 = {d.index('global', 0)}*{DN};",
+         f"  const int m0 = {d.index('global', 1)}*{dm};"]
+    for i in range(dm):
+        L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
+    for j in range(DN):
+        L.append(f"  {d.pointer(const=True)} b{j} = B + min(n0+{j}, {N - 1})*{sbn};")
+    L += [f"  float16 acc{i}{j} = (float16)(0.0f);" for i in range(dm) for j in range(DN)]
+
+    def aload(i, k):
+        if sak == 1:
+            return f"vload16(0, a{i} + {k})"
+        return "(float16)(" + ", ".join(f"a{i}[max({k}+{t}, 0)*{sak}]" for t in range(VK)) + ")"
+
+    def chunk(k, mask):
+        out = [f"    const float16 va{i} = {aload(i, k)};" for i in range(dm)]
+        out += [f"    const float16 vb{j} = vload16(0, b{j} + {k});" for j in range(DN)]
+        for i in range(dm):
+            for j in range(DN):
+                if mask is None:
+                    out.append(f"    acc{i}{j} = fma(va{i}, vb{j}, acc{i}{j});")
+                else:
+                    out.append(f"    acc{i}{j} += select((float16)(0.0f), va{i}*vb{j}, {mask});")
+        return out
+
+    kfull = K // VK * VK
+    if kfull:
+        L.append(f"  for (int k = 0; k < {kfull}; k += {VK}) {{")
+        L += chunk("k", None)
+        L.append("  }")
+    rem = K - kfull
+    if rem:
+        # the last K chunk: a vector ending at K (starting before 0 when K < 16 reads the
+        # arena slack), lanes already summed or outside the row masked out
+        start = K - VK
+        first = VK - rem
+        mask = "(int16)(" + ", ".join("-1" if t >= first else "0" for t in range(VK)) + ")"
+        L.append("  {")
+        L += chunk(str(start), mask)
+        L.append("  }")
+    for i in range(dm):
+        row = f"(m0+{i})"
+        parts = [f"_hsum16(acc{i}{j})" for j in range(DN)]
+        L.append(f"  {{ const float4 s_ = (float4)({', '.join(parts)});")
+        st = store("s_", DN, row, "n0")
+        guard = "" if M % dm == 0 else f"if ({row} < {M}) "
+        L.append(f"    {guard}{{ " + " ".join(st) + " } }")
+    return L, (_cdiv(N, DN), _cdiv(M, dm))
+
+
+#: helpers every program includes (horizontal sums/maxima of float16).
+HELPERS = """
+inline float _hsum16(float16 v) {
+  float8 a = v.lo + v.hi; float4 b = a.lo + a.hi; float2 c = b.lo + b.hi; return c.x + c.y;
+}
+inline float _hmax16(float16 v) {
+  float8 a = fmax(v.lo, v.hi); float4 b = fmax(a.lo, a.hi); float2 c = fmax(b.lo, b.hi);
+  return fmax(c.x, c.y);
+}
+"""
+
+
+def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], str],
+               out: Ref | Callable[[str], list[str]], op: str = "sum",
+               prologue: Callable[[str, int, str, str], str] | None = None,
+               epilogue: Epilogue | None = None, setup: list[str] = (),
+               vector: bool = True, d: Dialect = OPENCL) -> Source:
+    """out[r] = epilogue(reduce_j prologue(x[r, j])) with one work-item per row ``r``.
+
+    Args:
+        rows, length: number of rows and the reduced length of each row.
+        x: input :class:`Ref` with strides (row stride, 1), or a hook ``fn(width, j) ->
+            C expression`` of the ``float{width}`` value at columns ``j .. j+width-1`` of row
+            ``r`` (C ints ``r`` and ``j`` are in scope).
+        out: output :class:`Ref` with strides (row stride,), or a hook ``fn(s) -> C
+            statements`` storing the reduced value ``s`` of row ``r``.
+        op: ``"sum"`` or ``"max"``.
+        prologue: ``fn(v, width, row, col) -> str`` applied to loaded values.
+        epilogue: applied to the reduced value (width 1).
+        setup: C statements run first by each work-item (index variables of the hooks).
+        vector: load 16 columns at a time (``float16`` accumulator, scalar tail); ``False``
+            for inputs that are not contiguous along the row.
+
+    Raises:
+        ValueError: a Ref input whose rows are not contiguous, or an unknown ``op``.
+    """
+    if isinstance(x, Ref):
+        if x.strides[-1] != 1:
+            raise ValueError(f"{name}: row_reduce needs contiguous rows, strides {x.strides}")
+        xr = x
+        x = lambda w, j: (f"vload16(0, buf + {xr.offset} + r*{xr.strides[0]} + {j})"
+                          if w == 16 else f"buf[{xr.offset} + r*{xr.strides[0]} + {j}]")
+    if isinstance(out, Ref):
+        o = out
+        out = lambda s: [f"buf[{o.offset} + r*{o.strides[0]}] = {s};"]
+    if op not in ("sum", "max"):
+        raise ValueError(f"{name}: unknown reduction {op!r}")
+    pro = prologue or (lambda v, w, r, c: v)
+    epi = epilogue or (lambda v, w, r, c: v)
+    ident = "0.0f" if op == "sum" else "(-INFINITY)"
+    comb = (lambda acc, v: f"{acc} + {v}") if op == "sum" else (lambda acc, v: f"fmax({acc}, {v})")
+    hred = "_hsum16" if op == "sum" else "_hmax16"
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int r = {d.index('global', 0)};",
+         f"  if (r >= {rows}) return;"] + [f"  {s}" for s in setup]
+    full = length // 16 * 16 if vector else 0
+    if full:
+        L += [f"  float16 acc = (float16)({ident});",
+              f"  for (int j = 0; j < {full}; j += 16) {{",
+              f"    const float16 v = {x(16, 'j')};",
+              f"    acc = {comb('acc', pro('v', 16, 'r', 'j'))};", "  }",
+              f"  float s = {hred}(acc);"]
+    else:
+        L.append(f"  float s = {ident};")
+    if length - full:
+        L += [f"  for (int j = {full}; j < {length}; j++) {{", f"    const float v = {x(1, 'j')};",
+              f"    s = {comb('s', pro('v', 1, 'r', 'j'))};", "  }"]
+    L += [f"  {st}" for st in out(epi("s", 1, "r", "0"))] + ["}"]
+    return Source(name, "\n".join(L), (max(rows, 1),), (1,))
+
+
+def elementwise(name: str, n: int, expr: str, out: Ref, local: int = 64,
+                d: Dialect = OPENCL) -> Source:
+    """out[i] = expr for i < n, one work-item per element, ``i`` the flat index.
+
+    ``expr`` is a C expression in ``i`` (and ``buf``) already containing the index
+    arithmetic of its loads, as rendered by :mod:`.render`. ``out`` is contiguous
+    (``out.strides == (1,)``).
+    """
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};",
+         f"  if (i >= {n}) return;",
+         f"  buf[{out.offset} + i*{out.strides[0]}] = {expr};", "}"]
+    return Source(name, "\n".join(L), (_cdiv(n, local) * local,), (local,))

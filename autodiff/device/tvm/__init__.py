@@ -1,0 +1,207 @@
+"""The TVM device: graph IR -> Relax -> fused, scheduled kernels -> Relax VM, host loop.
+
+``compile(graph, target=None, tune=False, export=None)`` runs
+
+1. translate (:mod:`.translate`): one Relax function per segment (a loop body's compute
+   between host callbacks; code outside loops gets its own), one PrimFunc per node;
+2. fuse: ``AnnotateTIROpPattern``, ``FuseOps``, ``FuseTIR``, ``DeadCodeElimination``
+   (``tvm.compile`` alone fuses nothing on CPU);
+3. schedule: with ``tune=True`` meta_schedule for the matmul-like kernels (:mod:`.tune`,
+   records kept in a database under the user's cache dir), then the default CPU schedule
+   (:mod:`.schedule`) for those left; GPU targets get dlight's default rules;
+4. build with ``tvm.compile`` and return an :class:`~.runtime.Executable` whose ``run``
+   drives the loops from the host (:mod:`.runtime`).
+
+Executables are cached in memory by the module's structural hash and the target, so an
+identical program compiles once per process. Needs the ``[tvm]`` extra
+(``pip install 'autodiff[tvm]'``).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from ...graph.ir import Graph
+
+try:
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+except ImportError as _e:            # pragma: no cover - exercised without the extra
+    raise ImportError("the tvm device needs Apache TVM: pip install 'autodiff[tvm]' "
+                      "(apache-tvm==0.27.0.post1 with apache-tvm-ffi==0.1.14.post1)") from _e
+
+from .runtime import Executable
+from .schedule import schedule_module
+from .translate import translate
+
+__all__ = ["compile", "build", "make_target", "fuse", "Listing"]
+
+_CACHE: dict = {}
+
+
+class Listing:
+    """A Relax module shown as TVMScript by ``str()`` (the ``"tvm"`` stage of print_graph)."""
+
+    def __init__(self, mod):
+        self.mod = mod
+
+    def __str__(self) -> str:
+        return self.mod.script()
+
+
+def make_target(target=None) -> "tvm.target.Target":
+    """A TVM target from ``None``/``"llvm"``/``"cpu"`` (this CPU, all cores), ``"cuda"``,
+    a target dict, or a ``tvm.target.Target``.
+
+    ``"mcpu"`` is this machine's CPU name (``"native"`` would silently mean generic).
+
+    Raises
+    ------
+    ValueError
+        A target string other than ``llvm``/``cpu``/``cuda``/``opencl``.
+    """
+    if isinstance(target, tvm.target.Target):
+        return target
+    if isinstance(target, dict):
+        return tvm.target.Target(target)
+    if target in (None, "llvm", "cpu"):
+        return tvm.target.Target({"kind": "llvm",
+                                  "mcpu": tvm.target.codegen.llvm_get_system_cpu(),
+                                  "num-cores": os.cpu_count() or 1})
+    if target in ("cuda", "opencl"):
+        spec = {"kind": target}
+        if target == "cuda":
+            dev = tvm.cuda(0)
+            spec["arch"] = f"sm_{dev.compute_version.replace('.', '')}" if dev.exist else "sm_80"
+        return tvm.target.Target(spec, host=make_target("llvm"))
+    raise ValueError(f"tvm device: unknown target {target!r}; use 'llvm', 'cuda', 'opencl', "
+                     "a target dict or a tvm.target.Target")
+
+
+def _count_kernels(mod) -> int:
+    return sum(1 for _, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+
+
+def fuse(mod):
+    """``mod`` with its per-node PrimFuncs fused (injective and reduction chains, matmul
+    epilogues) by Relax ``FuseOps`` + ``FuseTIR``."""
+    seq = tvm.ir.transform.Sequential([
+        relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
+        relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])
+    return seq(mod)
+
+
+def _gpu_schedule(mod, target):
+    from tvm.s_tir import dlight as dl
+    with target:
+        return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                       dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+
+
+def build(graph: Graph, target=None, tune: bool = False, trials: int = 64):
+    """Translate, fuse, schedule and build ``graph`` for ``target`` (no device needed).
+
+    Returns
+    -------
+    steps : list
+        The host plan (:mod:`.plan`).
+    ex : tvm.runtime.Executable
+        The built Relax executable (for CUDA its imported module holds the source).
+    listing : Listing
+        The scheduled Relax module, printed as TVMScript.
+    stats : dict
+        Kernel counts (``kernels_unfused``, ``kernels``, ``scheduled_kernels``,
+        ``tuned_kernels``) and seconds per phase (``translate_s``, ``fuse_s``, ``tune_s``,
+        ``schedule_s``, ``build_s``).
+    """
+    tgt = make_target(target)
+    stats: dict = {"target": str(tgt.kind.name)}
+    t = time.perf_counter()
+    steps, mod = translate(graph)
+    stats["translate_s"] = time.perf_counter() - t
+    stats["kernels_unfused"] = _count_kernels(mod)
+    t = time.perf_counter()
+    mod = fuse(mod)
+    stats["fuse_s"] = time.perf_counter() - t
+    stats["kernels"] = _count_kernels(mod)
+    key = (tvm_ffi.structural_hash(mod), str(tgt), bool(tune))
+    cpu = tgt.kind.name == "llvm"
+    if key in _CACHE:
+        ex, listing, cached = _CACHE[key]
+        stats.update(cached, cache_hit=True)
+        return steps, ex, listing, stats
+    if tune and cpu:
+        from .tune import tune_module
+        t = time.perf_counter()
+        mod, stats["tuned_kernels"], stats["tune_trials"] = tune_module(mod, tgt, trials)
+        stats["tune_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if cpu:
+        mod, stats["scheduled_kernels"] = schedule_module(mod)
+    else:
+        mod = _gpu_schedule(mod, tgt)
+    stats["schedule_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    ex = tvm.compile(mod, target=tgt)
+    stats["build_s"] = time.perf_counter() - t
+    listing = Listing(mod)
+    _CACHE[key] = (ex, listing, {k: v for k, v in stats.items()
+                                 if k.endswith("kernels") or k.startswith("tune")})
+    return steps, ex, listing, stats
+
+
+def compile(graph: Graph, target=None, tune: bool = False, export: str | None = None,
+            report=None, trials: int = 64, **options) -> Executable:
+    """Compile the (optimized) graph IR for ``target``.
+
+    Parameters
+    ----------
+    graph : Graph
+        The program, raw or after :mod:`autodiff.opt`.
+    target : None, str, dict or tvm.target.Target
+        See :func:`make_target`; default this CPU.
+    tune : bool
+        Tune the matmul-like kernels with meta_schedule (CPU targets; ``trials`` trials per
+        run, records reused from the tuning database, so a model shape is tuned once).
+    export : str, optional
+        Save the compiled library (``.so``) to this path.
+    report : autodiff.Report, optional
+        ``report.stats["tvm"]`` gets :func:`build`'s stats plus ``load_s`` (code
+        generation and linking, done when the VM loads the executable).
+    trials : int
+        meta_schedule trials per tuning run.
+    options
+        Other stages' options, ignored.
+
+    Returns
+    -------
+    Executable
+        ``run(store)``, ``vals``, ``stages={"tvm": Listing}``.
+
+    Raises
+    ------
+    ValueError
+        Unknown target.
+    RuntimeError
+        A GPU target on a machine without that GPU (after ``export`` was written).
+    """
+    steps, ex, listing, stats = build(graph, target, tune, trials)
+    tgt = make_target(target)
+    if report is not None:
+        report.stats["tvm"] = stats
+    if export:
+        ex.export_library(export)
+        stats["export"] = export
+    dev = _device_for(tgt)
+    if not dev.exist:
+        raise RuntimeError(f"tvm device: no {tgt.kind.name} device on this machine to run "
+                           "on (the module compiled; use export= to keep it)")
+    t = time.perf_counter()
+    vm = relax.VirtualMachine(ex, dev, memory_cfg="pooled")    # codegen + link happen here
+    stats["load_s"] = time.perf_counter() - t
+    return Executable(steps, vm, dev, [n.id for n in graph.outputs], {"tvm": listing}, ex)
+
+
+def _device_for(tgt):
+    return tvm.cpu(0) if tgt.kind.name == "llvm" else tvm.device(tgt.kind.name, 0)

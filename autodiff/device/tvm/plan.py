@@ -1,0 +1,125 @@
+"""Cut the graph IR into device functions and host events.
+
+A graph (the top level or a loop body) becomes a list of steps in program order:
+
+* :class:`Segment`: a contiguous run of the graph's nodes. Its ``FEEDER`` callbacks are
+  called first (in order), then its compute nodes run as one Relax function on the device,
+  then its ``RECEIVER`` callbacks get their values (in order). A new segment starts where a
+  Feeder follows a Receiver, so every callback still sees program order.
+* :class:`Loop`: a ``FOR`` node; the host runs its body's steps once per iteration.
+
+Values cross functions through the host environment by node id (``("val", id)``); variables
+(parameters, optimizer state) by ``("var", Variable)``: a segment reads a variable it
+``LOAD`` s before assigning it, and returns every variable it ``ASSIGN`` s (the last
+assignment wins, as in the IR's value semantics). A segment holding ``RAND`` also takes the
+loop-index words (``("iters",)``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...graph.ir import Graph, Node, Op, Variable, captures
+
+HOST = frozenset({Op.FEEDER, Op.RECEIVER, Op.FOR})
+
+
+@dataclass
+class Segment:
+    """One device function and the callbacks around it.
+
+    Attributes:
+        name: the Relax function's name.
+        feeders: ``FEEDER`` nodes called before the function, in program order.
+        nodes: compute nodes (``ASSIGN`` and ``LOAD`` included), in program order.
+        receivers: ``RECEIVER`` nodes called after it, in program order.
+        inputs: argument keys: ``("var", Variable)``, ``("val", node id)``, ``("iters",)``.
+        outputs: result keys: ``("var", Variable)`` or ``("val", node id)``.
+    """
+    name: str
+    feeders: list[Node] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    receivers: list[Node] = field(default_factory=list)
+    inputs: list[tuple] = field(default_factory=list)
+    outputs: list[tuple] = field(default_factory=list)
+
+
+@dataclass
+class Loop:
+    """A ``FOR`` node: ``steps`` run once per element of ``node.arg.range``."""
+    node: Node
+    steps: list
+
+
+def plan(graph: Graph) -> list:
+    """Steps (:class:`Segment` / :class:`Loop`) for ``graph``, with inputs and outputs filled.
+
+    Segments without compute nodes, or whose results nothing reads, get no outputs; the
+    runtime skips their function call.
+    """
+    counter = iter(range(1 << 30))
+    steps = _split(graph, counter)
+    _wire(steps, {n.id for n in graph.outputs})
+    return steps
+
+
+def _split(graph: Graph, counter) -> list:
+    steps: list = []
+    seg = None
+    for n in graph.nodes:
+        if n.op is Op.FOR:
+            seg = None
+            steps.append(Loop(n, _split(n.arg.body, counter)))
+            continue
+        if seg is None or (n.op is Op.FEEDER and seg.receivers):
+            seg = Segment(f"seg{next(counter)}")
+            steps.append(seg)
+        if n.op is Op.FEEDER:
+            seg.feeders.append(n)
+        elif n.op is Op.RECEIVER:
+            seg.receivers.append(n)
+        else:
+            seg.nodes.append(n)
+    return steps
+
+
+def _reads(step) -> set[int]:
+    """Node ids a step reads from outside itself (host env values)."""
+    if isinstance(step, Loop):
+        return {s.id for s in captures(step.node.arg.body)}
+    own = {n.id for n in step.nodes}
+    out = {s.id for n in step.nodes for s in n.srcs if s.id not in own}
+    out |= {s.id for r in step.receivers for s in r.srcs}
+    return out
+
+
+def _wire(steps: list, live_out: set[int]) -> None:
+    """Fill inputs and outputs, walking backward with the set of ids read later."""
+    live = set(live_out)
+    for step in reversed(steps):
+        if isinstance(step, Loop):
+            body_live = {s.id for s in captures(step.node.arg.body)}
+            _wire(step.steps, set())
+            live |= body_live
+            continue
+        _wire_segment(step, live)
+        live |= _reads(step)
+
+
+def _wire_segment(seg: Segment, live: set[int]) -> None:
+    own = {n.id for n in seg.nodes}
+    need = (live | {s.id for r in seg.receivers for s in r.srcs}) & own
+    inputs: dict = {}
+    assigned: dict[int, Variable] = {}
+    for n in seg.nodes:
+        for s in n.srcs:
+            if s.id not in own:
+                inputs.setdefault(("val", s.id), None)
+        if n.op is Op.LOAD and n.arg.id not in assigned:
+            inputs.setdefault(("var", n.arg), None)
+        elif n.op is Op.ASSIGN:
+            assigned[n.arg.id] = n.arg
+        elif n.op is Op.RAND:
+            inputs.setdefault(("iters",), None)
+    outputs = [("var", v) for v in assigned.values()]
+    outputs += [("val", n.id) for n in seg.nodes if n.id in need]
+    seg.inputs, seg.outputs = list(inputs), outputs

@@ -1,0 +1,145 @@
+"""Graph IR op -> TVM tensor expression: the table the Relax translation emits from.
+
+``TE[op](node)`` is a function of the operands' ``te.Tensor`` s returning the node's
+``te.Tensor``; :mod:`.translate` hands it to ``BlockBuilder.emit_te``, which makes one
+PrimFunc per node (fused later by Relax ``FuseOps``/``FuseTIR``). Semantics follow the
+numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
+
+* comparisons give float32 masks (0 or 1); ``WHERE`` picks ``a`` where the mask is nonzero;
+* ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
+* ``GATHER`` clamps indices to ``[0, N)`` (the numpy device raises ``IndexError`` on an
+  out-of-range index; a compiled kernel cannot, so it reads the nearest row instead of
+  reading outside the table);
+* ``SCATTER_ADD`` is a reduction over every index position (no atomics, any target).
+
+The matmul block is called ``"dot"``: :mod:`.schedule` finds matmul-like kernels by it.
+"""
+from __future__ import annotations
+
+from tvm import te, tirx, topi
+
+from ...graph.ir import Node, Op
+from .philox import philox_te
+
+DOT_BLOCK = "dot"
+
+
+def _ew(fn, name):
+    """Elementwise kernel from a scalar function of ``tirx`` expressions."""
+    def make(n: Node):
+        def build(*xs):
+            return te.compute(xs[0].shape, lambda *i: fn(*[x(*i) for x in xs]), name=name)
+        return build
+    return make
+
+
+def _f32(e):
+    return e.astype("float32")
+
+
+def _const(n: Node):
+    def build():
+        return te.compute(n.shape, lambda *i: tirx.const(n.arg, n.dtype), name="const")
+    return build
+
+
+def _sum(n: Node):
+    axes = [int(a) for a in n.arg]
+    if not axes:
+        return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
+    return lambda x: topi.sum(x, axis=axes, keepdims=True)
+
+
+def _rmax(n: Node):
+    axes = [int(a) for a in n.arg]
+    if not axes:
+        return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
+    return lambda x: topi.max(x, axis=axes, keepdims=True)
+
+
+def _dot(n: Node):
+    def build(a, b):
+        k = te.reduce_axis((0, a.shape[-1]), "k")
+        return te.compute(n.shape, lambda *i: te.sum(
+            a[(*i[:-1], k)] * b[(*i[:-2], k, i[-1])], axis=k), name=DOT_BLOCK)
+    return build
+
+
+def _slice(n: Node):
+    starts = [int(a) for a, _, _ in n.arg]
+    steps = [int(s) for _, _, s in n.arg]
+
+    def build(x):
+        return te.compute(n.shape, lambda *i: x[tuple(a + s * j for a, s, j in
+                                                      zip(starts, steps, i))], name="slice")
+    return build
+
+
+def _pad(n: Node):
+    before = [int(a) for a, _ in n.arg]
+    after = [int(b) for _, b in n.arg]
+    return lambda x: topi.nn.pad(x, before, after, pad_value=tirx.const(0, x.dtype))
+
+
+def _gather(n: Node):
+    def build(table, idx):
+        rows = table.shape[0]
+        k = len(idx.shape)
+
+        def at(*i):
+            r = tirx.max(tirx.min(idx[i[:k]], rows.astype("int32") - 1), 0)
+            return table[(r, *i[k:])]
+        return te.compute(n.shape, at, name="gather")
+    return build
+
+
+def _scatter_add(n: Node):
+    def build(upd, idx):
+        axes = [te.reduce_axis((0, d), f"j{a}") for a, d in enumerate(idx.shape)]
+        k = len(idx.shape)
+
+        def at(row, *rest):
+            hit = idx[tuple(axes)] == row.astype("int32")
+            return te.sum(tirx.Select(hit, upd[(*axes, *rest)], tirx.const(0, upd.dtype)),
+                          axis=axes)
+        if k == 0:
+            return te.compute(n.shape, lambda row, *rest: tirx.Select(
+                idx[()] == row.astype("int32"), upd[rest], tirx.const(0, upd.dtype)),
+                name="scatter_add")
+        return te.compute(n.shape, at, name="scatter_add")
+    return build
+
+
+def _rand(n: Node):
+    seed, stream = n.arg
+    return lambda iters: philox_te(seed, stream, iters, n.shape)
+
+
+_ONE = tirx.const(1.0, "float32")
+_ZERO = tirx.const(0.0, "float32")
+
+TE = {
+    Op.CONST: _const,
+    Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
+    Op.EXP2: _ew(tirx.exp2, "exp2"), Op.LOG2: lambda n: topi.log2,
+    Op.SQRT: lambda n: topi.sqrt, Op.RSQRT: lambda n: topi.rsqrt,
+    Op.RECIP: _ew(lambda x: _ONE / x, "reciprocal"),
+    Op.SIN: lambda n: topi.sin, Op.COS: lambda n: topi.cos, Op.TANH: lambda n: topi.tanh,
+    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: tirx.max(x, _ZERO), "relu"),
+    Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf, Op.SIGN: lambda n: topi.sign,
+    Op.CAST: lambda n: lambda x: topi.cast(x, n.dtype),
+    Op.ADD: _ew(lambda a, b: a + b, "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
+    Op.MUL: _ew(lambda a, b: a * b, "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
+    Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(tirx.max, "max"), Op.MIN: _ew(tirx.min, "min"),
+    Op.CMPLT: _ew(lambda a, b: _f32(a < b), "lt"), Op.CMPLE: _ew(lambda a, b: _f32(a <= b), "le"),
+    Op.CMPGT: _ew(lambda a, b: _f32(a > b), "gt"), Op.CMPGE: _ew(lambda a, b: _f32(a >= b), "ge"),
+    Op.CMPEQ: _ew(lambda a, b: _f32(a == b), "eq"), Op.CMPNE: _ew(lambda a, b: _f32(a != b), "ne"),
+    Op.WHERE: _ew(lambda m, a, b: tirx.Select(m != _ZERO, a, b), "where"),
+    Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
+    Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
+    Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
+    Op.EXPAND: lambda n: lambda x: topi.broadcast_to(x, list(n.arg)),
+    Op.SLICE: _slice, Op.PAD: _pad,
+    Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
+    Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
+}

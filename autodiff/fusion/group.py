@@ -1,0 +1,545 @@
+"""Machinery shared by the fusions: where a group may go, and how it becomes one kernel.
+
+* :class:`Schedule`: a statement list with, per buffer, its readers and writers by rank. A
+  group is placed at the rank of its last member; :meth:`Schedule.legal` checks that moving
+  every member there changes no value (no outside reader of a member's result and no
+  outside writer of a buffer a member touches lies in between), which also rules out
+  cycles. Checks look only at the buffers the members touch (no whole-program scans).
+* :func:`invert`: solve a mixed-radix access expression for its index variables.
+* :func:`build`: the single-kernel form of a group: every member is re-indexed into the
+  kernel's iteration space (a bijection found from the access expressions linking it to an
+  already placed member) or, when that fails and only the group reads its result, inlined
+  at each use; reads of values the group computed become :class:`Local` registers.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+
+from ..procedural.access import Expr, Num, Var, simplify, substitute, variables
+from ..procedural.ir import (Acc, Apply, BufferKind, Const, DotProduct, Elementwise, For,
+                             Load, Local, Output, Rand, Reduce, Select, Value, walk_values)
+
+MAX_MEMBERS = 48        # members per group (keeps the O(k^2) rebuilds cheap)
+MAX_VALUE_NODES = 4000  # expression size of one fused kernel (guards against inlining blow-up)
+
+_P = "__p"
+
+
+# -- access algebra ---------------------------------------------------------------------
+def invert(index: Expr, vars_) -> tuple[dict, int] | None:
+    """Solve ``index(vars) = p`` for ``vars``.
+
+    Succeeds when ``index`` is ``sum(c_i * v_i)`` whose coefficients, sorted, form a mixed
+    radix (``1, e_0, e_0 * e_1, ...`` for the extents ``e`` in that order) over every var of
+    extent > 1: then ``index`` is a bijection from the var space onto ``[0, size)``.
+
+    Returns
+    -------
+    (mapping, size) or None
+        ``mapping``: Var -> expression in the placeholder ``Var("__p", size)``.
+    """
+    key = (index, tuple(vars_))
+    hit = _INVERT.get(key, _MISS)
+    if hit is _MISS:
+        hit = _invert(index, vars_)
+        if len(_INVERT) >= _MEMO_MAX:
+            _INVERT.clear()
+        _INVERT[key] = hit
+    return hit
+
+
+_MISS = object()
+_MEMO_MAX = 1 << 16
+_INVERT: dict = {}      # (index, vars) -> invert(...): groups are rebuilt as they grow
+_AT_P: dict = {}        # (id(mapping), index) -> at_p(...)
+
+
+def _invert(index: Expr, vars_):
+    from ..procedural.access import _lin
+    terms, const = _lin(simplify(index))
+    if const:
+        return None
+    by_var = {}
+    for atom, coef in terms.items():
+        if not isinstance(atom, Var) or coef <= 0 or atom in by_var:
+            return None
+        by_var[atom] = coef
+    big = [v for v in vars_ if v.extent > 1]
+    if set(by_var) != set(big):
+        return None
+    size = 1
+    p = None
+    order = sorted(big, key=lambda v: by_var[v])
+    for v in order:
+        if by_var[v] != size:
+            return None
+        size *= v.extent
+    p = Var(_P, size)
+    mapping = {v: (Num(0) if v.extent == 1 else simplify((p // by_var[v]) % v.extent))
+               for v in vars_}
+    return mapping, size
+
+
+def at_p(mapping: dict, size: int, index: Expr) -> dict:
+    """``mapping`` (from :func:`invert`) with the placeholder replaced by ``index``."""
+    key = (id(mapping), index)
+    hit = _AT_P.get(key)
+    if hit is None or hit[0] is not mapping:
+        p = Var(_P, size)
+        hit = (mapping, {v: simplify(substitute(e, {p: index})) for v, e in mapping.items()})
+        if len(_AT_P) >= _MEMO_MAX:
+            _AT_P.clear()
+        _AT_P[key] = hit
+    return hit[1]                        # shared: callers never mutate it
+
+
+def subst_index(e: Expr, mapping: dict) -> Expr:
+    """``simplify(substitute(e, mapping))``, memoized per (mapping object, expression)."""
+    if all(k is v for k, v in mapping.items()):
+        return e
+    key = (id(mapping), e)
+    hit = _SUB.get(key)
+    if hit is None or hit[0] is not mapping:
+        hit = (mapping, simplify(substitute(e, mapping)))
+        if len(_SUB) >= _MEMO_MAX:
+            _SUB.clear()
+        _SUB[key] = hit
+    return hit[1]
+
+
+_SUB: dict = {}
+
+
+def subst_value(v: Value, mapping: dict) -> Value:
+    """``v`` with index variables replaced per ``mapping`` in every access expression."""
+    if isinstance(v, Load):
+        return Load(v.buffer, subst_index(v.index, mapping))
+    if isinstance(v, Apply):
+        return Apply(v.op, tuple(subst_value(a, mapping) for a in v.args), v.dtype, v.arg)
+    if isinstance(v, Select):
+        c = subst_index(v.cond, mapping)
+        a, b = subst_value(v.a, mapping), subst_value(v.b, mapping)
+        if c == Num(1):
+            return a
+        if c == Num(0):
+            return b
+        return Select(c, a, b)
+    if isinstance(v, Rand):
+        return Rand(v.key, subst_index(v.index, mapping), v.shape, v.dtype)
+    return v
+
+
+def _count(v: Value) -> int:
+    return sum(1 for _ in walk_values(v))
+
+
+def space_size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+# -- the single-kernel form -------------------------------------------------------------
+class _Fail(Exception):
+    pass
+
+
+def build(anchor, members: list, read_outside) -> tuple | None:
+    """Single-kernel form of ``anchor`` (DotProduct / Reduce / None) + elementwise ``members``.
+
+    Parameters
+    ----------
+    anchor : DotProduct, Reduce or None
+        The kernel whose iteration space the group takes; with None the last member's.
+    members : list of Elementwise
+        In program order. Members before a Reduce anchor must be inlinable into its source.
+    read_outside : callable
+        ``read_outside(buffer) -> bool``: whether a statement outside the group reads it.
+
+    Returns
+    -------
+    (kernel, internal) or None
+        None when the group cannot be one kernel (no bijection into the iteration space,
+        an in-place hazard, a result needed at another work item, too large).
+    """
+    try:
+        return _build(anchor, members, read_outside)
+    except _Fail:
+        return None
+
+
+def _build(anchor, members, read_outside):
+    if anchor is None:
+        seed = members[-1]
+        t_shape, t_vars = seed.shape, seed.vars
+    elif isinstance(anchor, DotProduct):
+        t_shape, t_vars = anchor.shape, anchor.vars
+    else:
+        t_vars = anchor.kept
+        t_shape = tuple(v.extent for v in t_vars)
+    size = space_size(t_shape)
+    mapping: dict[int, dict] = {}
+    out_index: dict[int, Expr] = {}          # id(buffer) -> index over T (mapped producers)
+    if anchor is None:
+        mapping[id(seed)] = {v: v for v in seed.vars}
+    else:
+        for o in anchor.outs:
+            out_index[id(o.buffer)] = o.index
+    producer = {id(o.buffer): (m, o) for m in members for o in m.outs}
+    # fixpoint: map members through any link to an already mapped one
+    changed = True
+    while changed:
+        changed = False
+        for m in members:
+            if id(m) in mapping:
+                for o in m.outs:
+                    out_index.setdefault(id(o.buffer), subst_index(o.index, mapping[id(m)]))
+                continue
+            if space_size(m.shape) != size:
+                continue
+            got = None
+            for v in m.values():                       # m reads a mapped result
+                for ld in _loads(v):
+                    if id(ld.buffer) in out_index:
+                        inv = invert(ld.index, m.vars)
+                        if inv and inv[1] == size:
+                            got = at_p(*inv, out_index[id(ld.buffer)])
+                            break
+                if got:
+                    break
+            if got is None:                            # a mapped member reads m's result
+                for c in members:
+                    if id(c) not in mapping or c is m:
+                        continue
+                    for v in c.values():
+                        for ld in _loads(v):
+                            pm = producer.get(id(ld.buffer))
+                            if pm and pm[0] is m:
+                                inv = invert(pm[1].index, m.vars)
+                                if inv and inv[1] == size:
+                                    got = at_p(*inv, subst_index(ld.index,
+                                                                 mapping[id(c)]))
+                                    break
+                        if got:
+                            break
+                    if got:
+                        break
+            if got is not None:
+                mapping[id(m)] = got
+                changed = True
+    inline = {}
+    for m in members:
+        if id(m) in mapping:
+            continue
+        if len(m.outs) != 1 or m.outs[0].buffer.kind is not BufferKind.TEMP \
+                or read_outside(m.outs[0].buffer):
+            raise _Fail
+        inv = invert(m.outs[0].index, m.vars)
+        if inv is None:
+            raise _Fail
+        inline[id(m.outs[0].buffer)] = (m, inv)
+
+    regs: dict[int, Expr] = {}
+
+    def resolve(v: Value, depth=0) -> Value:
+        if depth > 64:
+            raise _Fail
+        if isinstance(v, Load):
+            key = id(v.buffer)
+            if key in regs:
+                if v.index != regs[key]:
+                    raise _Fail                      # needs another work item's value
+                return Local(v.buffer)
+            if key in inline:
+                m, (inv, n) = inline[key]
+                return resolve(subst_value(m.outs[0].value, at_p(inv, n, v.index)), depth + 1)
+            return v
+        if isinstance(v, Apply):
+            return Apply(v.op, tuple(resolve(a, depth) for a in v.args), v.dtype, v.arg)
+        if isinstance(v, Select):
+            return Select(v.cond, resolve(v.a, depth), resolve(v.b, depth))
+        return v
+
+    outs: list[Output] = []
+    kernel_src = None
+    if anchor is not None:
+        if isinstance(anchor, Reduce):
+            kernel_src = resolve(anchor.src)
+        for o in anchor.outs:
+            outs.append(o)
+            regs[id(o.buffer)] = o.index
+    for m in members:
+        if id(m) not in mapping:
+            continue
+        mp = mapping[id(m)]
+        for o in m.outs:
+            idx = subst_index(o.index, mp)
+            val = resolve(subst_value(o.value, mp))
+            if (variables(idx) | _value_vars(val)) - set(t_vars):
+                raise _Fail
+            outs.append(Output(o.buffer, idx, val))
+            regs[id(o.buffer)] = idx
+    internal = [o.buffer for o in outs
+                if o.buffer.kind is BufferKind.TEMP and not read_outside(o.buffer)]
+    inside = {id(b) for b in internal} | set(inline)
+    values = [o.value for o in outs] + ([kernel_src] if kernel_src is not None else [])
+    if isinstance(anchor, DotProduct):
+        values += [anchor.a, anchor.b]
+    if any(id(ld.buffer) in inside for v in values for ld in _loads(v)):
+        raise _Fail                                  # a group-internal value read from memory
+    _check_hazards(anchor, kernel_src, outs, inside)
+    if sum(_count(o.value) for o in outs) + (_count(kernel_src) if kernel_src else 0) \
+            > MAX_VALUE_NODES:
+        raise _Fail
+    if anchor is None:
+        kernel = Elementwise(t_shape, t_vars, tuple(outs))
+    elif isinstance(anchor, DotProduct):
+        kernel = DotProduct(anchor.shape, anchor.vars, anchor.k, anchor.a, anchor.b,
+                            tuple(outs))
+    else:
+        kernel = Reduce(anchor.op, anchor.shape, anchor.vars, anchor.axes, kernel_src,
+                        tuple(outs))
+    return kernel, tuple(internal)
+
+
+def _loads(v: Value):
+    return [x for x in walk_values(v) if isinstance(x, Load)]
+
+
+def _value_vars(v: Value) -> set:
+    out: set = set()
+    for x in walk_values(v):
+        if isinstance(x, Load) or isinstance(x, Rand):
+            out |= variables(x.index)
+        elif isinstance(x, Select):
+            out |= variables(x.cond)
+    return out
+
+
+def _check_hazards(anchor, src, outs, inside) -> None:
+    """A stored buffer may be read only in ``outs`` and only at the index it is stored at."""
+    stored: dict[int, Expr] = {}
+    for o in outs:
+        if id(o.buffer) in inside:
+            continue
+        if id(o.buffer) in stored and stored[id(o.buffer)] != o.index:
+            raise _Fail
+        stored[id(o.buffer)] = o.index
+    operands = []
+    if isinstance(anchor, DotProduct):
+        operands = [anchor.a, anchor.b]
+    elif src is not None:
+        operands = [src]
+    for v in operands:
+        for ld in _loads(v):
+            if id(ld.buffer) in stored:
+                raise _Fail
+    for o in outs:
+        for ld in _loads(o.value):
+            if id(ld.buffer) in stored and ld.index != stored[id(ld.buffer)]:
+                raise _Fail
+
+
+# -- placement --------------------------------------------------------------------------
+class Schedule:
+    """A statement list being fused: ranks, per-buffer readers/writers, taken statements."""
+
+    def __init__(self, stmts: list):
+        self.rank = {id(s): i for i, s in enumerate(stmts)}
+        self.stmt = {i: s for i, s in enumerate(stmts)}
+        self.readers: dict[int, list] = {}
+        self.writers: dict[int, list] = {}
+        self.buf = {}
+        self.seq = itertools.count()
+        self._touched: dict[int, tuple] = {}
+        self._keep = list(stmts)            # keeps ids in _touched unique while we run
+        for s in stmts:
+            self._index(s)
+        self.taken: set[int] = set()
+
+    def touched(self, s) -> tuple[list, list]:
+        """``(s.reads(), s.writes())``, computed once per statement."""
+        t = self._touched.get(id(s))
+        if t is None:
+            t = self._touched[id(s)] = (s.reads(), s.writes())
+        return t
+
+    def _index(self, s) -> None:
+        r = self.rank[id(s)]
+        reads, writes = self.touched(s)
+        for b in reads:
+            self.buf[id(b)] = b
+            bisect.insort(self.readers.setdefault(id(b), []), (r, id(s)))
+        for b in writes:
+            self.buf[id(b)] = b
+            bisect.insort(self.writers.setdefault(id(b), []), (r, id(s)))
+
+    def _unindex(self, s) -> None:
+        r = self.rank[id(s)]
+        reads, writes = self.touched(s)
+        for b in reads:
+            self.readers[id(b)].remove((r, id(s)))
+        for b in writes:
+            self.writers[id(b)].remove((r, id(s)))
+
+    def statements(self) -> list:
+        return [self.stmt[r] for r in sorted(self.stmt)]
+
+    def free(self, s) -> bool:
+        """Whether ``s`` is in the list and not in a committed group yet."""
+        return id(s) in self.rank and id(s) not in self.taken
+
+    def readers_of(self, b) -> list:
+        return [self.stmt[r] for r, _ in self.readers.get(id(b), ())]
+
+    def writers_of(self, b) -> list:
+        return [self.stmt[r] for r, _ in self.writers.get(id(b), ())]
+
+    def read_outside(self, group_ids: set):
+        return lambda b: any(i not in group_ids for _, i in self.readers.get(id(b), ()))
+
+    def _between(self, lst, lo, hi, group_ids) -> bool:
+        k = bisect.bisect_right(lst, (lo, float("inf")))
+        while k < len(lst) and lst[k][0] < hi:
+            if lst[k][1] not in group_ids:
+                return True
+            k += 1
+        return False
+
+    def legal(self, group: list) -> bool:
+        """Whether all of ``group`` may run at the rank of its last member."""
+        ids = {id(s) for s in group}
+        last = max(self.rank[i] for i in ids)
+        for s in group:
+            r = self.rank[id(s)]
+            if r == last:
+                continue
+            reads, writes = self.touched(s)
+            for b in writes:
+                if self._between(self.readers.get(id(b), []), r, last, ids) or \
+                        self._between(self.writers.get(id(b), []), r, last, ids):
+                    return False
+            for b in reads:
+                if self._between(self.writers.get(id(b), []), r, last, ids):
+                    return False
+        return True
+
+    def commit(self, group: list, fused) -> None:
+        """Replace ``group`` by ``fused`` at the rank of its last member."""
+        last = max(self.rank[id(s)] for s in group)
+        for s in group:
+            self._unindex(s)
+            del self.stmt[self.rank[id(s)]]
+            del self.rank[id(s)]
+        self.rank[id(fused)] = last
+        self.stmt[last] = fused
+        self._keep.append(fused)
+        self._index(fused)
+        self.taken.add(id(fused))
+
+
+def map_lists(stmts: list, fn) -> list:
+    """``fn(list) -> list`` applied to ``stmts`` and, recursively, to every ``For`` body."""
+    out = []
+    for s in stmts:
+        if isinstance(s, For):
+            s = For(s.range, map_lists(s.body, fn), s.var)
+        out.append(s)
+    return fn(out)
+
+
+MAX_TRIES = 200         # build attempts per group
+
+
+def _candidates(sched: Schedule, group: list) -> list:
+    """Free plain elementwise kernels reading a result of ``group`` or producing one it reads."""
+    ids = {id(s) for s in group}
+    found: dict[int, object] = {}
+    for s in group:
+        reads, writes = sched.touched(s)
+        for b in writes:
+            for r in sched.readers_of(b):
+                if type(r) is Elementwise and sched.free(r) and id(r) not in ids:
+                    found[id(r)] = r
+        if type(s) is Elementwise:
+            for b in reads:
+                for w in sched.writers_of(b):
+                    if type(w) is Elementwise and sched.free(w) and id(w) not in ids \
+                            and sched.rank[id(w)] < sched.rank[id(s)]:
+                        found[id(w)] = w
+    return sorted(found.values(), key=lambda s: sched.rank[id(s)])
+
+
+def grow(sched: Schedule, anchor, members: list, name: str, stands_for: list | None = None):
+    """Grow a group from ``anchor`` (or None) and initial ``members``; commit it if it fused.
+
+    Candidates (see :func:`_candidates`) are tried in program order; one joins when the group
+    stays placeable (:meth:`Schedule.legal`) and buildable (:func:`build`). Returns the
+    committed :class:`FusedKernel` or None (nothing fused: the statements stay as they are).
+
+    ``stands_for``: the statements of the list that ``anchor`` replaces when it is not one
+    of them itself (a dot product merged with the reduction of its batch dims); the group
+    is then committed even with no elementwise member.
+    """
+    from ..procedural.ir import FusedKernel
+
+    heads = list(stands_for) if stands_for else ([anchor] if anchor is not None else [])
+    if stands_for:
+        sched._keep.append(anchor)
+
+    def attempt(ms):
+        g = heads + ms
+        if not sched.legal(g):
+            return None
+        return build(anchor, ms, sched.read_outside({id(x) for x in g}))
+
+    members = sorted(members, key=lambda s: sched.rank[id(s)])
+    best = attempt(members) if members else None
+    if best is None:
+        if anchor is None:
+            return None
+        members = []
+    tries, rejected = 0, set()
+    while len(members) < MAX_MEMBERS and tries < MAX_TRIES:
+        added = False
+        for c in _candidates(sched, heads + members):
+            if id(c) in rejected:
+                continue
+            tries += 1
+            trial = sorted(members + [c], key=lambda s: sched.rank[id(s)])
+            r = attempt(trial)
+            if r is None:                 # a producer may need its other readers along
+                ids = {id(x) for x in trial}
+                extra = [x for b in sched.touched(c)[1] for x in sched.readers_of(b)
+                         if type(x) is Elementwise and sched.free(x) and id(x) not in ids]
+                if extra and len(trial) + len(extra) <= MAX_MEMBERS:
+                    tries += 1
+                    trial = sorted(trial + list({id(x): x for x in extra}.values()),
+                                   key=lambda s: sched.rank[id(s)])
+                    r = attempt(trial)
+            if r is not None:
+                members, best, added = trial, r, True
+                rejected.clear()
+                break
+            rejected.add(id(c))
+            if tries >= MAX_TRIES:
+                break
+        if not added:
+            break
+    if stands_for and not members:
+        best = build(anchor, [], sched.read_outside({id(x) for x in heads}))
+        if best is None or not sched.legal(heads):
+            return None
+    elif not members or (anchor is None and len(members) < 2):
+        return None
+    group = sorted(heads + members, key=lambda s: sched.rank[id(s)])
+    kernel, internal = best
+    if stands_for:
+        internal = tuple(internal) + tuple(
+            b for h in heads for b in sched.touched(h)[1]
+            if b.kind is BufferKind.TEMP and not any(b is o.buffer for o in kernel.outs))
+    fused = FusedKernel(name, tuple(group), kernel, internal)
+    sched.commit(group, fused)
+    return fused

@@ -1,0 +1,156 @@
+"""``TransformerEncoderLayer`` and ``TransformerEncoder`` with PyTorch's parameter names.
+
+State dict keys match ``torch.nn.TransformerEncoder``: ``layers.0.self_attn.in_proj_weight``,
+``layers.0.self_attn.out_proj.weight``, ``layers.0.linear1.weight``, ``layers.0.norm1.weight``,
+... so weights load from PyTorch and back.
+"""
+from __future__ import annotations
+
+import copy
+
+from ..graph.tensor import Tensor
+from . import functional as F
+from .attention import MultiheadAttention
+from .dropout import Dropout
+from .layers import Linear
+from .module import Module, Parameter
+from .normalization import LayerNorm
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+class ModuleList(Module):
+    """Sub-modules in a list, children named ``0``, ``1``, ... (``torch.nn.ModuleList``)."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module: Module) -> "ModuleList":
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+def clone_module(module: Module) -> Module:
+    """A deep copy of ``module`` with fresh variables (same values) and fresh dropout seeds.
+
+    ``copy.deepcopy`` alone would share variable identities (ids, owners) between the
+    copies; here every parameter and buffer becomes a new tensor.
+    """
+    memo: dict = {}
+    for m in module.modules():
+        for d in (m._parameters, m._buffers):
+            for t in d.values():
+                if t is None or id(t) in memo:
+                    continue
+                if isinstance(t, Parameter):
+                    memo[id(t)] = Parameter(t.numpy(), t.requires_grad, t.name)
+                else:
+                    memo[id(t)] = Tensor(t.numpy(), t.requires_grad, t.dtype, t.name)
+    new = copy.deepcopy(module, memo)
+    for m in new.modules():
+        if hasattr(m, "reseed"):
+            m.reseed()
+    return new
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block, each with a residual connection and a
+    ``LayerNorm`` (``torch.nn.TransformerEncoderLayer``).
+
+    Post-norm (``norm_first=False``, PyTorch's default)::
+
+        x = norm1(x + dropout1(self_attn(x, x, x)))
+        x = norm2(x + dropout2(linear2(dropout(activation(linear1(x))))))
+
+    Pre-norm (``norm_first=True``): ``x = x + block(norm(x))`` for both blocks.
+
+    Args:
+        d_model: features ``D``. nhead: attention heads.
+        dim_feedforward: hidden width of the feed-forward block.
+        dropout: probability for all dropouts (attention weights included).
+        activation: ``"relu"``, ``"gelu"`` (exact) or a callable / module.
+        layer_norm_eps: LayerNorm ``eps``.
+        batch_first: inputs ``[B, T, D]`` (default here; PyTorch's is ``False``).
+        norm_first: pre-norm instead of post-norm.
+        bias: learn the biases of the linear layers, attention and norms.
+
+    Input ``[B, T, D]`` float32 -> ``[B, T, D]``.
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = True, norm_first: bool = False, bias: bool = True):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        if isinstance(activation, str):
+            if activation not in _ACTIVATIONS:
+                raise ValueError(f"activation should be relu/gelu, not {activation}")
+            activation = _ACTIVATIONS[activation]
+        self.activation = activation
+
+    def forward(self, src: Tensor, src_mask=None, src_key_padding_mask=None,
+                is_causal: bool = False) -> Tensor:
+        """``src [B, T, D]``; ``src_mask``/``src_key_padding_mask``/``is_causal`` as in
+        :meth:`MultiheadAttention.forward` (``attn_mask``, ``key_padding_mask``)."""
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal) -> Tensor:
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x) -> Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """A stack of ``num_layers`` copies of ``encoder_layer`` (``torch.nn.TransformerEncoder``).
+
+    Like PyTorch, every layer starts as a copy of ``encoder_layer`` (same initial weights);
+    each copy has its own variables and dropout seeds. Parameters are named ``layers.<i>.*``;
+    an optional final ``norm`` module is applied after the last layer.
+    """
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
+                 norm: Module | None = None):
+        super().__init__()
+        self.layers = ModuleList(clone_module(encoder_layer) for _ in range(num_layers))
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src: Tensor, mask=None, src_key_padding_mask=None,
+                is_causal: bool | None = None) -> Tensor:
+        """``src [B, T, D]`` through every layer; ``mask`` is each layer's ``src_mask``,
+        ``is_causal=True`` (without ``mask``) applies the causal mask."""
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=bool(is_causal))
+        return self.norm(x) if self.norm is not None else x

@@ -1,0 +1,272 @@
+"""Pass ``simplify``: constant folding, unary folding, algebraic identities, view folding.
+
+Every rule is one ``(pattern, replacement)`` entry of a :class:`~.rewrite.PatternMatcher`,
+applied bottom-up over the graph and repeated to a fixed point (at most ``max_sweeps``
+sweeps). Rules are grouped by what they may change:
+
+* ``CONST_FOLD``, ``UNARY``, ``ALGEBRA``, ``VIEWS`` run always. They are exact under IEEE
+  754 (NaN, infinities and the sign of zero included), except that a folded constant is the
+  correctly rounded value where the device might accumulate (``sum``/``dot`` of constants
+  becomes ``c * n``; the device's own sum may differ in the last bits).
+* ``FAST_MATH`` runs only with ``fast_math=True``; each rule says what it breaks:
+  ``x + 0 -> x`` (``-0 + 0`` is ``+0``), ``0 - x -> -x`` (sign of zero), ``x * 0 -> 0`` and
+  ``x - x -> 0`` (NaN, infinities), ``x / c -> x * (1/c)`` for any ``c`` (rounding; the
+  default rule only takes powers of two, where it is exact), ``recip(recip(x)) -> x``
+  (overflow of ``1/x``, rounding), ``(x * c1) * c2 -> x * (c1 * c2)`` (rounding, overflow).
+* ``EXP2`` runs only with ``prefer_exp2=True`` (targets whose native exponential is base 2):
+  ``exp(x) -> exp2(x * log2(e))``, ``log(x) -> log2(x) * ln(2)`` (last-bit rounding).
+
+Constants are scalar fills (``CONST`` nodes): folding only ever produces a uniform fill, so
+no array constants appear. Values are computed with the reference device's kernels in
+float32.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..device.numpy.interpreter import KERNELS
+from ..graph.ir import ELEMENTWISE, Graph, Node, Op
+from .rewrite import Pat, PatternMatcher, const, cvar, rebuild, same_value, var
+
+LOG2E = float(np.float32(math.log2(math.e)))
+LN2 = float(np.float32(math.log(2.0)))
+
+
+def _f32(x) -> float:
+    with np.errstate(all="ignore"):
+        return float(np.float32(x))
+
+
+def _const(like: Node, value, shape=None, dtype=None) -> Node:
+    """A ``CONST`` node filled with ``value``, traced at ``like``'s site."""
+    return Node(Op.CONST, (), like.shape if shape is None else tuple(shape),
+                like.dtype if dtype is None else dtype, value, like.site)
+
+
+def _new(like: Node, op: Op, srcs, arg=None) -> Node:
+    """A node of ``like``'s shape and dtype computing ``op`` on ``srcs``."""
+    return like.replace(op=op, srcs=tuple(srcs), arg=arg)
+
+
+def _reduced_count(n: Node, x: Node) -> int:
+    return x.size // n.size if n.size else 0
+
+
+# -- constant folding -------------------------------------------------------------------
+def _fold_elementwise(ctx, n: Node) -> Node:
+    with np.errstate(all="ignore"):
+        args = [np.full((1,), s.arg, dtype=s.dtype) for s in n.srcs]
+        r = np.asarray(KERNELS[n.op](n)(*args)).astype(n.dtype)
+    return _const(n, r.reshape(-1)[0].item())
+
+
+def _fold_sum(ctx, n: Node, c: Node):
+    if n.dtype != "float32":
+        return None
+    k = _reduced_count(n, c)
+    return _const(n, _f32(float(c.arg) * k) if k else 0.0)
+
+
+def _fold_dot(ctx, n: Node, a: Node, b: Node):
+    k = a.shape[-1]
+    return _const(n, _f32(_f32(float(a.arg) * float(b.arg)) * k) if k else 0.0)
+
+
+def _fold_concat(ctx, n: Node):
+    v = n.srcs[0].arg
+    return _const(n, v) if all(same_value(s.arg, v) for s in n.srcs) else None
+
+
+_VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
+_C = Pat(Op.CONST)
+
+CONST_FOLD = PatternMatcher([
+    (Pat(ELEMENTWISE, srcs=_C, name="n"), _fold_elementwise),
+    (Pat(_VIEWS, srcs=(_C,), name="n"), lambda ctx, n: _const(n, n.srcs[0].arg)),
+    (Pat(Op.PAD, srcs=(cvar("c", lambda c: same_value(c.arg, 0.0)),), name="n"),
+     lambda ctx, n, c: _const(n, c.arg)),
+    (Pat(Op.CONCAT, srcs=_C, name="n"), _fold_concat),
+    (Pat(Op.SUM, srcs=(cvar("c"),), name="n"), _fold_sum),
+    (Pat(Op.RMAX, srcs=(cvar("c"),), name="n"),
+     lambda ctx, n, c: _const(n, c.arg) if _reduced_count(n, c) else None),
+    (Pat(Op.DOT, srcs=(cvar("a"), cvar("b")), name="n"), _fold_dot),
+])
+
+# -- unary folding (exact) ----------------------------------------------------------------
+UNARY = PatternMatcher([
+    (Pat(Op.NEG, srcs=(Pat(Op.NEG, srcs=(var("x"),)),)), lambda ctx, x: x),
+])
+
+
+# -- algebraic identities (exact under IEEE 754) ----------------------------------------
+def _exact_reciprocal(c: float) -> float | None:
+    """``1/c`` when it is exact in float32 (``c = ±2**k``, ``1/c`` normal), else None."""
+    if not math.isfinite(c) or c == 0 or abs(math.frexp(c)[0]) != 0.5:
+        return None
+    r = 1.0 / c
+    return r if 2.0 ** -126 <= abs(r) <= 2.0 ** 127 else None
+
+
+def _div_by_pow2(ctx, n: Node, x: Node, c: Node):
+    r = _exact_reciprocal(float(c.arg))
+    return None if r is None else _new(n, Op.MUL, (x, _const(c, r)))
+
+
+def _where_const(ctx, m: Node, a: Node, b: Node):
+    return a if float(m.arg) != 0 else b      # NaN counts as nonzero, as in the device
+
+
+def _all_size_one(n: Node) -> bool:
+    return all(n.srcs[0].shape[a] == 1 for a in n.arg)
+
+
+_ONE, _MINUS_ONE, _PZERO, _NZERO = const(1.0), const(-1.0), const(0.0), const(-0.0)
+
+ALGEBRA = PatternMatcher([
+    (Pat(Op.MUL, srcs=(var("x"), _ONE), commutative=True), lambda ctx, x: x),
+    (Pat(Op.MUL, srcs=(var("x"), _MINUS_ONE), commutative=True, name="n"),
+     lambda ctx, n, x: _new(n, Op.NEG, (x,))),
+    (Pat(Op.MUL, srcs=(Pat(Op.NEG, srcs=(var("x"),)), cvar("c")), commutative=True, name="n"),
+     lambda ctx, n, x, c: _new(n, Op.MUL, (x, _const(c, -c.arg)))),
+    (Pat(Op.DIV, srcs=(var("x"), cvar("c")), name="n"), _div_by_pow2),
+    (Pat(Op.SUB, srcs=(var("x"), _PZERO)), lambda ctx, x: x),
+    (Pat(Op.ADD, srcs=(var("x"), _NZERO), commutative=True), lambda ctx, x: x),
+    (Pat(Op.SUB, srcs=(var("x"), Pat(Op.NEG, srcs=(var("y"),))), name="n"),
+     lambda ctx, n, x, y: _new(n, Op.ADD, (x, y))),
+    (Pat(Op.ADD, srcs=(var("x"), Pat(Op.NEG, srcs=(var("y"),))), commutative=True, name="n"),
+     lambda ctx, n, x, y: _new(n, Op.SUB, (x, y))),
+    (Pat(Op.POW, srcs=(var("x"), _ONE)), lambda ctx, x: x),
+    (Pat(Op.POW, srcs=(var("x"), _PZERO), name="n"), lambda ctx, n, x: _const(n, 1.0)),
+    (Pat(Op.POW, srcs=(var("x"), _NZERO), name="n"), lambda ctx, n, x: _const(n, 1.0)),
+    (Pat(frozenset({Op.MAX, Op.MIN}), srcs=(var("x"), var("x"))), lambda ctx, x: x),
+    (Pat(Op.WHERE, srcs=(var("m"), var("x"), var("x"))), lambda ctx, m, x: x),
+    (Pat(Op.WHERE, srcs=(cvar("m"), var("a"), var("b"))), _where_const),
+    (Pat(frozenset({Op.SUM, Op.RMAX}), srcs=(var("x"),), pred=_all_size_one),
+     lambda ctx, x: x),
+])
+
+
+# -- movement-op folding (views of views, identity views) -------------------------------
+def _permute(ctx, n: Node, x: Node):
+    perm = n.arg
+    if perm == tuple(range(len(perm))):
+        return x
+    if x.op is Op.PERMUTE:
+        inner = x.arg
+        return _new(n, Op.PERMUTE, (x.srcs[0],), tuple(inner[q] for q in perm))
+    moved = [p for p in perm if x.shape[p] != 1]
+    if moved == sorted(moved):                 # only size-1 dims move: a reshape
+        return _new(n, Op.RESHAPE, (x,), n.shape)
+    return None
+
+
+def _slice_of_slice(ctx, n: Node, y: Node):
+    x = y.srcs[0]
+    spec = tuple((a1 + a2, a1 + b2, 1) for (a1, _, _), (a2, b2, _) in zip(y.arg, n.arg))
+    return _new(n, Op.SLICE, (x,), spec)
+
+
+_same_shape = lambda n: n.shape == n.srcs[0].shape     # noqa: E731
+
+VIEWS = PatternMatcher([
+    (Pat(frozenset({Op.RESHAPE, Op.EXPAND}), srcs=(var("x"),), pred=_same_shape),
+     lambda ctx, x: x),
+    (Pat(Op.RESHAPE, srcs=(Pat(Op.RESHAPE, srcs=(var("x"),)),), name="n"),
+     lambda ctx, n, x: _new(n, Op.RESHAPE, (x,), n.arg)),
+    (Pat(Op.EXPAND, srcs=(Pat(Op.EXPAND, srcs=(var("x"),)),), name="n"),
+     lambda ctx, n, x: _new(n, Op.EXPAND, (x,), n.arg)),
+    (Pat(Op.PERMUTE, srcs=(var("x"),), name="n"), _permute),
+    (Pat(Op.SLICE, srcs=(var("x"),), pred=_same_shape), lambda ctx, x: x),
+    (Pat(Op.SLICE, srcs=(Pat(Op.SLICE, name="y"),), name="n"), _slice_of_slice),
+    (Pat(Op.PAD, srcs=(var("x"),), pred=_same_shape), lambda ctx, x: x),
+])
+
+
+# -- rules that break IEEE 754 (fast_math=True only) ------------------------------------
+def _div_any(ctx, n: Node, x: Node, c: Node):
+    with np.errstate(all="ignore"):
+        r = float(np.float32(1.0) / np.float32(c.arg))
+    if not math.isfinite(r) or r == 0:
+        return None
+    return _new(n, Op.MUL, (x, _const(c, r)))
+
+
+def _mul_mul(ctx, n: Node, x: Node, c1: Node, c2: Node):
+    return _new(n, Op.MUL, (x, _const(c1, _f32(float(c1.arg) * float(c2.arg)))))
+
+
+FAST_MATH = PatternMatcher([
+    (Pat(Op.ADD, srcs=(var("x"), _PZERO), commutative=True), lambda ctx, x: x),
+    (Pat(Op.SUB, srcs=(_PZERO, var("x")), name="n"), lambda ctx, n, x: _new(n, Op.NEG, (x,))),
+    (Pat(Op.MUL, srcs=(var("x"), Pat(Op.CONST, pred=lambda c: c.arg == 0)), commutative=True,
+         name="n"), lambda ctx, n, x: _const(n, 0.0)),
+    (Pat(Op.SUB, srcs=(var("x"), var("x")), name="n"), lambda ctx, n, x: _const(n, 0.0)),
+    (Pat(Op.DIV, srcs=(var("x"), cvar("c")), name="n"), _div_any),
+    (Pat(Op.RECIP, srcs=(Pat(Op.RECIP, srcs=(var("x"),)),)), lambda ctx, x: x),
+    (Pat(Op.MUL, srcs=(Pat(Op.MUL, srcs=(var("x"), cvar("c1")), commutative=True), cvar("c2")),
+         commutative=True, name="n"), _mul_mul),
+])
+
+# -- target preferences -------------------------------------------------------------------
+EXP2 = PatternMatcher([
+    (Pat(Op.EXP, srcs=(var("x"),), name="n"),
+     lambda ctx, n, x: _new(n, Op.EXP2, (_new(n, Op.MUL, (x, _const(n, LOG2E))),))),
+    (Pat(Op.LOG, srcs=(var("x"),), name="n"),
+     lambda ctx, n, x: _new(n, Op.MUL, (_new(n, Op.LOG2, (x,)), _const(n, LN2)))),
+])
+
+
+@lru_cache(maxsize=None)
+def rules(fast_math: bool = False, prefer_exp2: bool = False) -> PatternMatcher:
+    """The rule table for these options (constant folding first)."""
+    pm = CONST_FOLD + UNARY + ALGEBRA + VIEWS
+    if fast_math:
+        pm = pm + FAST_MATH
+    if prefer_exp2:
+        pm = pm + EXP2
+    return pm
+
+
+@dataclass
+class _Counter:
+    fired: int = 0
+
+
+def simplify(graph: Graph, fast_math: bool = False, prefer_exp2: bool = False,
+             max_sweeps: int = 8) -> Graph:
+    """The graph with the simplification rules applied to a fixed point.
+
+    Args:
+        graph: the program (not modified).
+        fast_math: also apply the rules that break IEEE 754 (``FAST_MATH``).
+        prefer_exp2: rewrite ``exp``/``log`` to base 2 (``EXP2``).
+        max_sweeps: bound on whole-graph sweeps; a sweep in which no rule fires ends early
+            (rules see rewritten operands, so one sweep usually reaches the fixed point).
+
+    Returns:
+        A new :class:`Graph`; replaced nodes are dropped, their operands stay (the ``prune``
+        pass removes what became dead). ``outputs`` keep their positions.
+
+    Complexity: O(sweeps * (nodes + edges) * rules per op), each rule a pattern of a few
+    nodes: linear in graph size.
+    """
+    pm = rules(fast_math, prefer_exp2)
+    count = _Counter()
+
+    def visit(n: Node) -> Node:
+        r = pm.rewrite(n)
+        if r is None or r is n:
+            return n
+        count.fired += 1
+        return r
+
+    for _ in range(max_sweeps):
+        count.fired = 0
+        graph = rebuild(graph, visit)
+        if not count.fired:
+            break
+    return graph

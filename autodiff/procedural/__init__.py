@@ -1,0 +1,18 @@
+"""The procedural IR (second IR) and the lowering into it from the graph IR.
+
+* :mod:`.ir`: buffers, value expressions, kernels, ``For`` blocks, :class:`~.ir.Program`.
+* :mod:`.access`: access expressions (index algebra) and their simplifier.
+* :mod:`.lower`: graph IR -> procedural IR (:func:`~.lower.lower`).
+* :mod:`.printer`: the text listing.
+"""
+from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elementwise,
+                 FeederWrite, For, FusedKernel, Gather, Kernel, Load, Local, Output, Program,
+                 ReceiverRead, Reduce, ScatterAdd, Select, Stmt)
+
+from .lower import lower
+
+__all__ = ["Acc", "Apply", "Buffer", "BufferKind", "Const", "Copy", "DotProduct",
+           "Elementwise", "FeederWrite", "For", "FusedKernel", "Gather", "Kernel", "Load", "Local",
+           "Output", "Program", "ReceiverRead", "Reduce", "ScatterAdd", "Select", "Stmt",
+           "lower"]
+

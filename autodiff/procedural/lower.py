@@ -1,0 +1,562 @@
+"""Lowering: graph IR -> procedural IR (one kernel per compute node, views as index algebra).
+
+For each graph (the top level and every ``For`` body, recursively):
+
+1. **Order.** A dependency DAG (networkx) over the graph's nodes: data edges, edges into a
+   ``For`` from the values its body captures, program order between host callbacks
+   (Feeders, Receivers and loops containing them), and the variable constraints below. A
+   greedy list scheduler then picks, among ready nodes, the one with the smallest
+   ``bytes allocated - bytes freed`` (a node frees a buffer when it is that buffer's last
+   reader; views are free and go first), ties broken by program position: deterministic,
+   O((N + E) log N), and it keeps live memory low for the planner.
+2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat), constants,
+   ``RAND`` and ``LOAD`` become *views*: functions from an index to a value expression over
+   the producer's buffer. Elementwise nodes, ``DOT``, ``SUM``/``RMAX``, ``GATHER`` and
+   ``SCATTER_ADD`` become one kernel each, writing a ``temp`` buffer ``t<node id>``.
+
+Variables are updated in place. ``LOAD(v)`` reads ``v``'s buffer directly, so every kernel
+reading the old value (through any chain of views) is ordered before the kernel that writes
+``v``; the write is done by the kernel computing the assigned value itself (the SGD update
+writes the weight) when that is its only use and it reads ``v`` at most at the index it
+writes, else by a copy at the ``ASSIGN``. When those constraints would form a cycle (a value
+needing both the old and the new ``v``, or a loop body capturing a ``LOAD(v)`` the loop
+assigns), ``v`` falls back to snapshots: its loads copy the buffer to a temp.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import heapq
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+import networkx as nx
+
+from ..graph.ir import ELEMENTWISE, MOVEMENT, Graph, Node, Op, captures
+from .access import And, Expr, Lt, Num, flat, ge, simplify, space_vars, unflat, Var
+from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elementwise,
+                 FeederWrite, For, Gather, Load, Output, Program, Rand, ReceiverRead, Reduce,
+                 ScatterAdd, Select, Stmt, Value, loads)
+
+_KERNEL_OPS = ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX, Op.GATHER, Op.SCATTER_ADD}
+_VIEW_OPS = MOVEMENT | {Op.CONST, Op.RAND}
+_HOST = (Op.FEEDER, Op.RECEIVER)
+
+
+@dataclass
+class View:
+    """A node's value as a function of its index: ``at(idx) -> Value``.
+
+    ``buffer`` is set when the value is exactly a contiguous buffer of ``shape``'s size.
+    """
+    shape: tuple[int, ...]
+    at: Callable[[list], Value]
+    buffer: Buffer | None = None
+
+
+def buffer_view(b: Buffer, shape) -> View:
+    shape = tuple(shape)
+    return View(shape, lambda idx: Load(b, flat(idx, shape)), b)
+
+
+class _Out:
+    """Pseudo-node: copy a top-level output value into its OUTPUT buffer."""
+
+    def __init__(self, node: Node, k: int):
+        self.node, self.id, self.op, self.srcs = node, -1 - k, None, (node,)
+        self.nbytes = 0
+
+
+def lower(graph: Graph, **options) -> Program:
+    """Lower ``graph`` (raw or optimized graph IR) to a :class:`~.ir.Program`.
+
+    Parameters
+    ----------
+    graph : Graph
+        The program; ``graph.outputs`` get OUTPUT buffers (``out<node id>``).
+    options
+        Ignored (accepted so ``compile(**options)`` can pass everything through).
+
+    Returns
+    -------
+    Program
+        Unfused: one kernel per elementwise / dot / reduce / gather / scatter node.
+
+    Raises
+    ------
+    NotImplementedError
+        A graph op with no lowering.
+    """
+    with gc_paused():
+        return _Lowering(graph).run()
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector for the block (restored after, on error too).
+
+    Lowering and fusion allocate many small acyclic objects (expressions, kernels); the
+    collector's full passes over them would make compile time grow faster than the program.
+    Reference counting still frees everything; cycles wait for the next collection.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class _Lowering:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.buffers: list[Buffer] = []
+        self.names: set[str] = set()
+        self.params: dict[int, Buffer] = {}
+        self.views: dict[int, View] = {}
+        self.written: dict[int, Buffer] = {}      # node id -> buffer its kernel wrote
+        self._roots: dict[int, frozenset] = {}
+        self.uses: dict[int, int] = {}
+        for n in graph.walk():
+            for s in n.srcs:
+                self.uses[s.id] = self.uses.get(s.id, 0) + 1
+        for o in graph.outputs:
+            self.uses[o.id] = self.uses.get(o.id, 0) + 1
+        self.outputs: dict[int, Buffer] = {}
+
+    # -- buffers ------------------------------------------------------------------------
+    def _name(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def new_buffer(self, base, shape, dtype, kind, node=None, var=None) -> Buffer:
+        b = Buffer(self._name(base), tuple(shape), dtype, kind, var, node)
+        self.buffers.append(b)
+        return b
+
+    def param(self, var) -> Buffer:
+        b = self.params.get(var.id)
+        if b is None:
+            b = self.new_buffer(var.name or f"v{var.id}", var.shape, var.dtype,
+                                BufferKind.PARAM, var=var)
+            self.params[var.id] = b
+        return b
+
+    def run(self) -> Program:
+        body = self.lower_graph(self.graph, 0, top=True)
+        return Program(body, self.buffers, self.outputs, "procedural")
+
+    # -- ordering -----------------------------------------------------------------------
+    def roots(self, n: Node) -> frozenset:
+        """Ids of the non-view nodes whose buffers ``n``'s value reads (through views)."""
+        r = self._roots.get(n.id)
+        if r is None:
+            if n.op in MOVEMENT:
+                r = frozenset().union(*(self.roots(s) for s in n.srcs))
+            elif n.op in (Op.CONST, Op.RAND):
+                r = frozenset()
+            else:
+                r = frozenset((n.id,))
+            self._roots[n.id] = r
+        return r
+
+    def _reads(self, n) -> set:
+        """Root ids read by the statement(s) node ``n`` emits (a For: all it captures)."""
+        if n.op is Op.FOR:
+            srcs = captures(n.arg.body)
+        elif n.op in _VIEW_OPS or n.op in (Op.LOAD, Op.FEEDER):
+            return set()
+        else:
+            srcs = n.srcs
+        out: set = set()
+        for s in srcs:
+            out |= self.roots(s)
+        return out
+
+    def order(self, g: Graph, nodes: list, snap: set) -> list:
+        """Nodes of ``g`` (plus output pseudo-nodes) in execution order (see module doc)."""
+        pos = {n.id: i for i, n in enumerate(nodes)}
+        dag = nx.DiGraph()
+        dag.add_nodes_from(pos)
+        for n in nodes:
+            srcs = captures(n.arg.body) if n.op is Op.FOR else n.srcs
+            for s in srcs:
+                if s.id in pos:
+                    dag.add_edge(s.id, n.id)
+        host = [n for n in nodes if n.op in _HOST or (n.op is Op.FOR and any(
+            m.op in _HOST for m in n.arg.body.walk()))]
+        for a, b in zip(host, host[1:]):
+            dag.add_edge(a.id, b.id)
+        readers: dict[int, list] = {}
+        for n in nodes:
+            for r in self._reads(n):
+                readers.setdefault(r, []).append(n.id)
+        tags = self._var_edges(nodes, snap, readers, pos)
+        for (a, b) in tags:
+            dag.add_edge(a, b)
+        cyc = None if nx.is_directed_acyclic_graph(dag) else nx.find_cycle(dag)
+        if cyc is not None:
+            bad = set().union(*(tags.get((a, b), set()) for a, b, *_ in cyc))
+            if not bad - snap:
+                raise RuntimeError(f"lowering: dependency cycle not due to variables: {cyc}")
+            snap |= bad
+            return self.order(g, nodes, snap)
+        return self._schedule(dag, nodes, pos, readers)
+
+    def _var_edges(self, nodes, snap, readers, pos) -> dict:
+        """Edges ``(a, b) -> {var ids}`` ordering reads and writes of each variable."""
+        tags: dict = {}
+
+        def edge(a, b, v):           # a self-loop (a For capturing what it assigns) is a cycle
+            tags.setdefault((a, b), set()).add(v)
+
+        events: dict[int, list] = {}
+        for n in nodes:
+            if n.op in (Op.LOAD, Op.ASSIGN):
+                events.setdefault(n.arg.id, []).append((n.op.name, n))
+            elif n.op is Op.FOR:
+                rd = {m.arg.id for m in n.arg.body.walk() if m.op is Op.LOAD}
+                wr = {m.arg.id for m in n.arg.body.walk() if m.op is Op.ASSIGN}
+                for v in rd | wr:
+                    events.setdefault(v, []).append(("FOR_W" if v in wr else "FOR_R", n))
+        for v, evs in events.items():
+            if v in snap:
+                for (_, a), (_, b) in zip(evs, evs[1:]):
+                    edge(a.id, b.id, v)
+                continue
+            group: list = []          # alias nodes whose value is v's buffer right now
+            extra: list = []          # For nodes reading v since the last write
+            last_w = None
+            for kind, n in evs:
+                if kind == "LOAD":
+                    if last_w is not None:
+                        edge(last_w, n.id, v)
+                    group.append(n)
+                    continue
+                if kind == "FOR_R":
+                    if last_w is not None:
+                        edge(last_w, n.id, v)
+                    extra.append(n.id)
+                    continue
+                w = n.id
+                if kind == "ASSIGN":
+                    s = n.srcs[0]
+                    if self._redirect(n, s, pos):
+                        w = s.id
+                for x in group:
+                    for r in readers.get(x.id, ()):
+                        if kind == "ASSIGN" and r in (w, n.id):
+                            continue
+                        edge(r, w, v)
+                for r in extra:
+                    edge(r, w, v)
+                if last_w is not None:
+                    edge(last_w, w, v)
+                if w != n.id:
+                    edge(w, n.id, v)
+                last_w = n.id
+                group = [n] if kind == "ASSIGN" else []
+                extra = []
+        return tags
+
+    def _redirect(self, assign: Node, s: Node, pos) -> bool:
+        """Whether the kernel computing ``s`` writes ``assign``'s variable directly."""
+        return (s.id in pos and s.op in (ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX})
+                and self.uses.get(s.id, 0) == 1)
+
+    def _schedule(self, dag, nodes, pos, readers) -> list:
+        by_id = {n.id: n for n in nodes}
+        indeg = {i: dag.in_degree(i) for i in dag.nodes}
+        left = {r: len(ids) for r, ids in readers.items()}
+        size = {n.id: (n.nbytes if n.op in _KERNEL_OPS or n.op is Op.FEEDER else 0)
+                for n in nodes}
+        reads = {n.id: self._reads(n) for n in nodes}
+
+        def score(i):
+            n = by_id[i]
+            if n.op in _VIEW_OPS or n.op is Op.LOAD:
+                return -(1 << 62)
+            freed = sum(size.get(r, 0) for r in reads[i] if left.get(r, 0) == 1)
+            return size[i] - freed
+
+        current = {}
+        heap = []
+
+        def push(i):
+            current[i] = score(i)
+            heapq.heappush(heap, (current[i], pos[i], i))
+
+        for i in dag.nodes:
+            if indeg[i] == 0:
+                push(i)
+        out = []
+        while heap:
+            sc, _, i = heapq.heappop(heap)
+            if current.get(i) != sc or i not in current:
+                continue
+            del current[i]
+            out.append(by_id[i])
+            for r in reads[i]:
+                left[r] -= 1
+                if left[r] == 1:
+                    for j in readers[r]:
+                        if j in current:
+                            push(j)
+            for j in dag.successors(i):
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    push(j)
+        if len(out) != len(nodes):
+            raise RuntimeError("lowering: scheduler left nodes unscheduled")
+        return out
+
+    # -- emission -----------------------------------------------------------------------
+    def lower_graph(self, g: Graph, depth: int, top: bool = False) -> list[Stmt]:
+        nodes: list = list(g.nodes)
+        if top:
+            nodes += [_Out(o, k) for k, o in enumerate(g.outputs)]
+        snap: set = set()
+        ordered = self.order(g, nodes, snap)
+        pos = {n.id: i for i, n in enumerate(nodes)}
+        out: list[Stmt] = []
+        for n in ordered:
+            self.snap_vars, self.pos = snap, pos
+            self.emit(n, out, depth)
+        return out
+
+    def emit(self, n, out: list, depth: int) -> None:
+        if isinstance(n, _Out):
+            v = self.views[n.node.id]
+            b = self.new_buffer(f"out{n.node.id}", n.node.shape, n.node.dtype,
+                                BufferKind.OUTPUT, node=n.node.id)
+            self.outputs[n.node.id] = b
+            out.append(self.copy_kernel(v, b))
+            return
+        op = n.op
+        if op in MOVEMENT:
+            self.views[n.id] = self.movement(n)
+        elif op is Op.CONST:
+            val = n.arg
+            self.views[n.id] = View(n.shape, lambda idx, c=Const(val, n.dtype): c)
+        elif op is Op.RAND:
+            self.views[n.id] = View(n.shape, lambda idx, n=n: Rand(n.arg, flat(idx, n.shape),
+                                                                   n.shape))
+        elif op is Op.LOAD:
+            b = self.param(n.arg)
+            if n.arg.id in self.snap_vars:
+                t = self.new_buffer(f"t{n.id}", n.shape, n.dtype, BufferKind.TEMP, n.id)
+                out.append(Copy(b, t))
+                self.views[n.id] = buffer_view(t, n.shape)
+            else:
+                self.views[n.id] = buffer_view(b, n.shape)
+        elif op is Op.FEEDER:
+            b = self.new_buffer(n.arg.name, n.shape, n.dtype, BufferKind.FEEDER, n.id)
+            out.append(FeederWrite(n.arg, b))
+            self.views[n.id] = buffer_view(b, n.shape)
+        elif op in ELEMENTWISE or op in (Op.DOT, Op.SUM, Op.RMAX):
+            self.compute(n, out)
+        elif op is Op.GATHER:
+            table, idx = (self.materialize(s, out) for s in n.srcs)
+            t = self.temp(n)
+            out.append(Gather(t, table, idx))
+        elif op is Op.SCATTER_ADD:
+            upd, idx = (self.materialize(s, out) for s in n.srcs)
+            t = self.temp(n)
+            out.append(ScatterAdd(t, upd, idx))
+        elif op is Op.ASSIGN:
+            self.assign(n, out)
+        elif op is Op.RECEIVER:
+            bufs = []
+            for s in n.srcs:
+                b = self.new_buffer(f"{n.arg.name}_{len(bufs)}" if len(n.srcs) > 1
+                                    else n.arg.name, s.shape, s.dtype, BufferKind.RECEIVER,
+                                    s.id)
+                out.append(self.copy_kernel(self.views[s.id], b))
+                bufs.append(b)
+            out.append(ReceiverRead(n.arg, tuple(bufs)))
+        elif op is Op.FOR:
+            saved = (self.snap_vars, self.pos)
+            body = self.lower_graph(n.arg.body, depth + 1)
+            self.snap_vars, self.pos = saved
+            out.append(For(n.arg.range, body, f"i{depth}"))
+        else:
+            raise NotImplementedError(f"lowering: no rule for {op.name}")
+
+    def temp(self, n: Node) -> Buffer:
+        t = self.new_buffer(f"t{n.id}", n.shape, n.dtype, BufferKind.TEMP, n.id)
+        self.views[n.id] = buffer_view(t, n.shape)
+        self.written[n.id] = t
+        return t
+
+    def target(self, n: Node) -> tuple[Buffer, bool]:
+        """The buffer ``n``'s kernel writes: its assigned variable's, or a fresh temp."""
+        for a in self._assign_of(n):
+            if a.id in self.pos and a.arg.id not in self.snap_vars \
+                    and self._redirect(a, n, self.pos):
+                return self.param(a.arg), True
+        return None, False
+
+    def _assign_of(self, n: Node):
+        if self.uses.get(n.id, 0) != 1:
+            return []
+        for m in self._consumers_in_graph(n):
+            if m.op is Op.ASSIGN:
+                return [m]
+        return []
+
+    def _consumers_in_graph(self, n):
+        # the unique consumer of n is in the same graph when redirect applies; find it lazily
+        if not hasattr(self, "_cons"):
+            self._cons = {}
+            for m in self.graph.walk():
+                for s in m.srcs:
+                    self._cons.setdefault(s.id, []).append(m)
+        return self._cons.get(n.id, [])
+
+    def compute(self, n: Node, out: list) -> None:
+        vars_ = space_vars(n.shape)
+        dst, inplace = self.target(n)
+        if n.op in ELEMENTWISE:
+            args = tuple(self.views[s.id].at(list(vars_)) for s in n.srcs)
+            value = Apply(n.op, args, n.dtype, n.arg if n.op is Op.CAST else None)
+            idx = flat(vars_, n.shape)
+            if inplace and not _safe_inplace([value], dst, idx):
+                inplace = False
+            buf = dst if inplace else self.temp(n)
+            out.append(Elementwise(n.shape, vars_, (Output(buf, idx, value),)))
+        elif n.op is Op.DOT:
+            a, b = (self.views[s.id] for s in n.srcs)
+            k = Var("K", a.shape[-1])
+            av = a.at(list(vars_[:-1]) + [k])
+            bv = b.at(list(vars_[:-2]) + [k, vars_[-1]])
+            if inplace and any(ld.buffer is dst for v in (av, bv) for ld in loads(v)):
+                inplace = False
+            buf = dst if inplace else self.temp(n)
+            out.append(DotProduct(n.shape, vars_, k, av, bv,
+                                  (Output(buf, flat(vars_, n.shape), Acc()),)))
+        else:
+            x = self.views[n.srcs[0].id]
+            axes = tuple(n.arg)
+            xv = tuple(Var("R" + v.name, v.extent) if i in axes else v
+                       for i, v in enumerate(space_vars(x.shape)))
+            src = x.at(list(xv))
+            if inplace and any(ld.buffer is dst for ld in loads(src)):
+                inplace = False
+            buf = dst if inplace else self.temp(n)
+            oidx = flat([Num(0) if i in axes else v for i, v in enumerate(xv)], n.shape)
+            out.append(Reduce(n.op, x.shape, xv, axes, src, (Output(buf, oidx, Acc()),)))
+        if inplace:
+            self.written[n.id] = dst
+            self.views[n.id] = buffer_view(dst, n.shape)
+
+    def assign(self, n: Node, out: list) -> None:
+        var = n.arg
+        p = self.param(var)
+        s = n.srcs[0]
+        src = self.views[s.id]
+        if self.written.get(s.id) is p:
+            pass                                   # the value's kernel wrote v already
+        elif src.buffer is p:
+            pass                                   # v = v
+        elif var.id in self.snap_vars:
+            t = src.buffer if (src.buffer is not None and src.buffer.kind in
+                               (BufferKind.TEMP, BufferKind.FEEDER)) else None
+            if t is None:
+                t = self.new_buffer(f"t{n.id}", n.shape, n.dtype, BufferKind.TEMP, n.id)
+                out.append(self.copy_kernel(src, t))
+            out.append(Copy(t, p))
+            self.views[n.id] = buffer_view(t, n.shape)
+            return
+        elif src.buffer is not None and src.buffer.kind is not BufferKind.PARAM:
+            out.append(Copy(src.buffer, p))
+        else:
+            k = self.copy_kernel(src, p)
+            if _safe_inplace([k.outs[0].value], p, k.outs[0].index):
+                out.append(k)
+            else:
+                t = self.new_buffer(f"t{n.id}", n.shape, n.dtype, BufferKind.TEMP, n.id)
+                out.append(self.copy_kernel(src, t))
+                out.append(Copy(t, p))
+        self.views[n.id] = buffer_view(p, n.shape)
+
+    def copy_kernel(self, v: View, dst: Buffer) -> Elementwise:
+        """An elementwise kernel writing view ``v`` into ``dst`` (row-major)."""
+        vars_ = space_vars(v.shape)
+        return Elementwise(v.shape, vars_, (Output(dst, flat(vars_, v.shape),
+                                                   v.at(list(vars_))),))
+
+    def materialize(self, s: Node, out: list) -> Buffer:
+        """A contiguous buffer of ``s``'s shape holding its value (else a copy kernel)."""
+        v = self.views[s.id]
+        if v.buffer is not None and v.buffer.shape == tuple(s.shape):
+            return v.buffer
+        t = self.new_buffer(f"t{s.id}", s.shape, s.dtype, BufferKind.TEMP, s.id)
+        out.append(self.copy_kernel(v, t))
+        return t
+
+    # -- views --------------------------------------------------------------------------
+    def movement(self, n: Node) -> View:
+        x = self.views[n.srcs[0].id]
+        op, arg, shape = n.op, n.arg, tuple(n.shape)
+        if op is Op.RESHAPE:
+            if x.buffer is not None:
+                return buffer_view(x.buffer, shape)
+            return View(shape, lambda idx: x.at(unflat(flat(idx, shape), x.shape)))
+        if op is Op.PERMUTE:
+            inv = [0] * len(arg)
+            for i, p in enumerate(arg):
+                inv[p] = i
+            return View(shape, lambda idx: x.at([idx[inv[d]] for d in range(len(arg))]))
+        if op is Op.EXPAND:
+            return View(shape, lambda idx: x.at([Num(0) if d == 1 and e != 1 else i
+                                                 for i, d, e in zip(idx, x.shape, shape)]))
+        if op is Op.SLICE:
+            return View(shape, lambda idx: x.at([simplify(i + a) if a else i
+                                                 for i, (a, _, _) in zip(idx, arg)]))
+        if op is Op.PAD:
+            def at(idx):
+                cond: Expr | None = None
+                src = []
+                for i, (b, e), d in zip(idx, arg, x.shape):
+                    src.append(simplify(i - b) if b else i)
+                    if b or e:
+                        c = And(ge(i, b), Lt(i, Num(b + d)))
+                        cond = c if cond is None else And(cond, c)
+                inner = x.at(src)
+                if cond is None:
+                    return inner
+                cond = simplify(cond)
+                if cond == Num(1):
+                    return inner
+                return Select(cond, inner, Const(0 if n.dtype == "int32" else 0.0, n.dtype))
+            return View(shape, at)
+        if op is Op.CONCAT:
+            parts = [self.views[s.id] for s in n.srcs]
+            offs = list(itertools.accumulate([p.shape[arg] for p in parts]))
+
+            def at(idx):
+                val = None
+                for j in range(len(parts) - 1, -1, -1):
+                    lo = offs[j - 1] if j else 0
+                    sub = list(idx)
+                    sub[arg] = simplify(idx[arg] - lo) if lo else idx[arg]
+                    here = parts[j].at(sub)
+                    if val is None:
+                        val = here
+                    else:
+                        c = simplify(Lt(idx[arg], Num(offs[j])))
+                        val = here if c == Num(1) else (val if c == Num(0)
+                                                          else Select(c, here, val))
+                return val
+            return View(shape, at)
+        raise NotImplementedError(f"lowering: no view rule for {op.name}")
+
+
+def _safe_inplace(values: list[Value], buf: Buffer, index: Expr) -> bool:
+    """Whether every load of ``buf`` in ``values`` is at exactly ``index`` (same work item)."""
+    return all(ld.index == index for v in values for ld in loads(v) if ld.buffer is buf)

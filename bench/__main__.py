@@ -1,0 +1,4 @@
+"""``python -m bench``: see :mod:`bench.run`."""
+from bench.run import main
+
+main()

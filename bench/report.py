@@ -1,0 +1,343 @@
+"""Figures from raw measurements, numerical agreement, and the tables (terminal, Markdown).
+
+Every ratio is ``value / best peer value`` in the same column and workload, where the peers
+are PyTorch and JAX: for times and memory below 1 is better, for GFLOP/s above 1 is.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Max relative parameter difference above which a result is flagged as disagreeing.
+AGREE_TOL = 1e-3
+
+
+def step_figures(stamps, loop_s, steps: int) -> dict:
+    """Steady per-step time in ms: median, p10, p90 and mean after warm-up.
+
+    Args:
+        stamps: completion time of each step (s), or None when only ``loop_s`` is known.
+        loop_s: wall time of the whole loop (s), used when ``stamps`` is None.
+        steps: number of steps.
+
+    The first ``max(1, n // 10)`` of the ``n`` step intervals are warm-up and are dropped.
+    The remaining ``m`` are cut into windows of ``k = max(1, m // 20)`` consecutive steps and
+    median/p10/p90 are taken over the windows' mean step times: a device that delivers
+    Receiver callbacks a few iterations late, in bursts, then still shows its true rate
+    (single intervals would alternate between ~0 and a burst).
+    """
+    none = {"step_ms": None, "p10_ms": None, "p90_ms": None, "mean_ms": None, "warmup": 0,
+            "window": 0}
+    if stamps is None:
+        per = 1e3 * loop_s / steps
+        return dict(none, step_ms=per, mean_ms=per)
+    t = np.asarray(stamps, dtype=np.float64) * 1e3
+    n = t.size - 1
+    if n < 1:
+        return none
+    warm = max(1, n // 10) if n > 1 else 0
+    t = t[warm:]
+    m = t.size - 1
+    k = max(1, m // 20)
+    windows = np.diff(t[::k]) / k
+    return {"step_ms": float(np.median(windows)), "p10_ms": float(np.percentile(windows, 10)),
+            "p90_ms": float(np.percentile(windows, 90)), "mean_ms": float((t[-1] - t[0]) / m),
+            "warmup": warm, "window": k}
+
+
+def _flatten(d, prefix=""):
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            yield from _flatten(v, key + ".")
+        else:
+            yield key, v
+
+
+def device_figures(device_stats: dict) -> dict:
+    """Kernels per iteration and the memory plan's figures from ``Report.stats``.
+
+    Keys are found by name (``...kernels_per_iteration``/``...kernels``,
+    ``...arena_bytes``, ``...lower_bound_bytes``, ``...saved_pct``) so that any device's
+    report works; a figure the device does not report is None.
+    """
+    flat = {k.lower(): v for k, v in _flatten(device_stats or {})
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def find(*suffixes):
+        for s in suffixes:
+            for k, v in flat.items():
+                if k.endswith(s):
+                    return v
+        return None
+
+    return {"kernels_per_iter": find("kernels_per_iteration", "kernels_per_iter",
+                                     "kernels_per_step", "kernels"),
+            "arena_bytes": find("arena_bytes"),
+            "lower_bound_bytes": find("lower_bound_bytes"),
+            "saved_pct": find("saved_pct")}
+
+
+def max_rel_diff(a: dict, ref: dict, floor: float = 1e-2) -> float:
+    """Max over parameters of ``max|a - ref| / max(max|ref|, floor)``.
+
+    The floor keeps parameters that stay at rounding-noise level (layer-norm biases
+    between two layer norms get gradients that are zero up to rounding) from turning noise
+    into huge relative differences: below ``floor`` the difference is absolute.
+
+    Raises:
+        KeyError: ``a`` lacks a parameter of ``ref``.
+    """
+    worst = 0.0
+    for k, r in ref.items():
+        d = float(np.max(np.abs(a[k].astype(np.float64) - r), initial=0.0))
+        worst = max(worst, d / max(float(np.max(np.abs(r), initial=0.0)), floor))
+    return worst
+
+
+# -- tables --------------------------------------------------------------------------------
+def _ms(v):
+    return "-" if v is None else (f"{v:.3g}" if v < 100 else f"{v:.0f}")
+
+
+def _s(v):
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _bytes(v):
+    return "-" if v is None else f"{v / 1024:.0f} KiB"
+
+
+#: (header, key, formatter, ratio direction or None)
+COLUMNS = [
+    ("first step (s)", "first_step_s", _s, "low"),
+    ("step ms median", "step_ms", _ms, "low"),
+    ("p10-p90 ms", None, None, None),
+    ("total (s)", "total_s", _s, "low"),
+    ("peak RSS (MB)", "rss_mb", lambda v: "-" if v is None else f"{v:.0f}", "low"),
+    ("GFLOP/s", "gflops", lambda v: "-" if v is None else f"{v:.2f}", "high"),
+    ("kern/it", "kernels_per_iter", lambda v: "-" if v is None else f"{v:g}", None),
+    ("arena", "arena_bytes", _bytes, None),
+    ("lower bd", "lower_bound_bytes", _bytes, None),
+    ("saved", "saved_pct", lambda v: "-" if v is None else f"{v:.0f}%", None),
+    ("rel diff end", "max_rel_diff", lambda v: "-" if v is None else f"{v:.1e}", None),
+    ("rel diff short", "check_rel_diff", lambda v: "-" if v is None else f"{v:.1e}", None),
+]
+
+
+def disagrees(r: dict, key: str) -> bool:
+    """Whether row ``r``'s parameter difference ``key`` is flagged.
+
+    The short-run (``Workload.check_steps``) difference is flagged above :data:`AGREE_TOL`. The
+    end-of-run difference is flagged above it only where the peers end within it of each
+    other: where PyTorch and JAX themselves end further apart, float32 rounding has been
+    amplified by the training dynamics and the end state cannot tell right from wrong.
+    """
+    v = r.get(key)
+    if v is None or v <= AGREE_TOL:
+        return False
+    if key == "check_rel_diff":
+        return True
+    spread = r.get("peer_spread")
+    return key == "max_rel_diff" and (spread is None or spread <= AGREE_TOL)
+
+
+def wrong(r: dict) -> bool:
+    """Whether either parameter difference of row ``r`` is flagged: such a row is never the
+    best peer nor the best autodiff system, however fast."""
+    return disagrees(r, "max_rel_diff") or disagrees(r, "check_rel_diff")
+
+
+def _best_peers(rows: list[dict]) -> dict:
+    best = {}
+    for _, key, _, direction in COLUMNS:
+        if direction is None:
+            continue
+        vals = [r[key] for r in rows if r["peer"] and r["status"] == "ok" and not wrong(r)
+                and r.get(key) is not None and r[key] > 0]
+        if vals:
+            best[key] = min(vals) if direction == "low" else max(vals)
+    return best
+
+
+#: Columns left out of a table when no row of it has a value (device-only figures).
+OPTIONAL = {"gflops", "kernels_per_iter", "arena_bytes", "lower_bound_bytes", "saved_pct",
+            "max_rel_diff", "check_rel_diff"}
+
+
+def _columns(rows: list[dict]) -> list[tuple]:
+    return [c for c in COLUMNS
+            if c[1] not in OPTIONAL or any(r.get(c[1]) is not None for r in rows)]
+
+
+def _headers(cols) -> list[str]:
+    return ["system"] + [c[0] for c in cols] + ["notes"]
+
+
+def _cells(r: dict, best: dict, cols: list[tuple]) -> list[str]:
+    if r["status"] != "ok":
+        return [r["system"], r["status"]] + [""] * len(cols)
+    out = [r["system"]]
+    for _, key, fmt, direction in cols:
+        if key is None:
+            lo, hi = r.get("p10_ms"), r.get("p90_ms")
+            out.append("-" if lo is None else f"{_ms(lo)}-{_ms(hi)}")
+            continue
+        v = r.get(key)
+        cell = fmt(v)
+        if direction and v is not None and key in best:
+            cell += f" ({v / best[key]:.2f}x)"
+        if v is not None and disagrees(r, key):
+            cell += " DISAGREES"
+        out.append(cell)
+    notes = list(r.get("notes", []))
+    if r.get("metrics"):
+        notes = [", ".join(f"{k} {v:.3f}" for k, v in r["metrics"].items())] + notes
+    out.append("; ".join(notes))
+    return out
+
+
+def summary(rows: list[dict]) -> str:
+    """One line: the fastest autodiff system against the fastest peer (steady step), rows
+    with disagreeing parameters left out and named."""
+    def fastest(peer):
+        ok = [r for r in rows if r["peer"] == peer and r["status"] == "ok" and r.get("step_ms")
+              and not wrong(r)]
+        return min(ok, key=lambda r: r["step_ms"]) if ok else None
+
+    a, p = fastest(False), fastest(True)
+    spread = next((r["peer_spread"] for r in rows if r.get("peer_spread") is not None), None)
+    short = any(r.get("check_rel_diff") is not None for r in rows)
+    chaos = ("" if spread is None or spread <= AGREE_TOL else
+             f" The peers end {spread:.1e} apart (rounding amplified by the dynamics), so "
+             + ("only the short run's difference is checked." if short else
+                "the end state cannot be checked."))
+    flagged = [r["system"] for r in rows if wrong(r)]
+    bad = f" DISAGREEING: {', '.join(flagged)}." if flagged else ""
+    if a is None or p is None:
+        return "no autodiff/peer pair to compare." + chaos + bad
+    ratio = a["step_ms"] / p["step_ms"]
+    verdict = (f"{1 / ratio:.2f}x faster than" if ratio < 1 else f"{ratio:.2f}x slower than")
+    return (f"best autodiff {a['system']} {_ms(a['step_ms'])} ms/step is {verdict} the best "
+            f"peer {p['system']} {_ms(p['step_ms'])} ms/step; total wall "
+            f"{_s(a['total_s'])} s vs {_s(p['total_s'])} s." + chaos + bad)
+
+
+def text_table(rows: list[dict]) -> str:
+    """The rows of one workload as an aligned plain-text table (rows that did not run
+    show their status instead of figures)."""
+    best, cols = _best_peers(rows), _columns(rows)
+    headers = _headers(cols)
+    cells = [_cells(r, best, cols) for r in rows]
+    aligned = [headers] + [c for c, r in zip(cells, rows) if r["status"] == "ok"]
+    widths = [max(len(row[i]) for row in aligned) for i in range(len(headers))]
+    lines = []
+    for row, r in [(headers, None)] + list(zip(cells, rows)):
+        if r is not None and r["status"] != "ok":
+            lines.append(f"{row[0]:<{widths[0]}}  {row[1]}")
+            continue
+        lines.append("  ".join(c.ljust(w) if i in (0, len(row) - 1) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return "\n".join(lines)
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The rows of one workload as a Markdown table."""
+    best, cols = _best_peers(rows), _columns(rows)
+    headers = _headers(cols)
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in rows:
+        out.append("| " + " | ".join(c.replace("|", "/") for c in _cells(r, best, cols))
+                   + " |")
+    return "\n".join(out)
+
+
+# -- whole reports ---------------------------------------------------------------------------
+def _heading(w: dict) -> str:
+    steps = f"{w['steps']} steps" if w.get("steps") else "default steps"
+    flops = f", {w['flops_per_step'] / 1e6:.2f} MFLOP/step" if w.get("flops_per_step") else ""
+    return f"{w['key']} {w['name']}: {w['title']} ({steps}{flops})"
+
+
+def text_report(results: dict) -> str:
+    """Every workload's table with its summary line, for the terminal."""
+    meta = results["meta"]
+    m = meta["machine"]
+    out = [f"{m['cpu']}, {m['cores']} cores, load {m['loadavg']}; threads {meta['threads']} "
+           f"per system (pinned); {'QUICK' if meta['quick'] else 'full'} run, "
+           f"{meta.get('wall_s', 0):.0f} s",
+           "ratios: value / best peer (PyTorch, JAX) in the column; times and RSS lower is "
+           "better, GFLOP/s higher"]
+    for w in results["workloads"]:
+        out += ["", _heading(w), text_table(w["rows"]), summary(w["rows"])]
+    return "\n".join(out)
+
+
+TARGETS = """Per-step medians the issue quotes for the peers on this kind of machine (2 cores):
+W1 numpy 0.07 ms, JAX fori_loop 0.08 ms, PyTorch eager 0.31 ms; W2 JAX fori_loop 0.21 ms,
+JAX jit 0.35 ms, PyTorch eager 3.5 ms, torch.compile 1.7 ms (after 24 s of compile);
+W3 PyTorch eager 22 ms, torch.compile 29 ms, JAX 35 ms. The original project on PoCL:
+W1 1.25 ms per step, W2 68 s in all. The aim is to beat the best peer on every workload."""
+
+METHOD = """- Every (workload, system) pair runs in its own subprocess (clean peak RSS, no
+  cross-talk), pinned with `sched_setaffinity` to the idlest CPU(s), with
+  `OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `POCL_MAX_PTHREAD_COUNT` set
+  to the thread count (JAX's XLA CPU runtime ignores its thread flags; pinning binds it).
+- Same initial parameters (numpy generator, seed 0) and data in every system; the model
+  math is written once (`bench/workloads/layers.py`) against a tiny per-framework namespace.
+- *first step*: from the start of building (tracing, compiling, uploading parameters) to the
+  first step's results on the host. *step ms*: after dropping the first 10 % of steps as
+  warm-up, the rest is cut into 20 windows of consecutive steps; median (p10-p90) of the
+  windows' mean step times (a device may hand Receiver values back a few iterations late,
+  in bursts; windows show its true rate). autodiff runs the whole loop in one `execute()` and
+  timestamps each iteration with a Receiver; `jax-jit` blocks on each step's results;
+  `jax-fori` compiles the whole loop into one `fori_loop`, so its step time is loop time /
+  steps (from a second run of the compiled loop, without the first call's one-time costs)
+  and it has no p10-p90. *total*: start of building to final parameters in numpy. Imports
+  are not counted (recorded as `import_s` in the JSON). A full run starts every pair with
+  empty Inductor and PoCL disk caches (cold compiles); `--quick` keeps them.
+- PyTorch: the loss function (forward) is what `torch.compile` compiles (default mode,
+  Inductor; AOTAutograd compiles its backward); backward through autograd and
+  `torch.optim.SGD(foreach=True)` in both torch systems. JAX: `value_and_grad` and the SGD
+  update inside the jitted step. autodiff: `autodiff.optim.SGD`, one `ir_for` loop.
+- W5 runs `examples/transformer.py` unchanged (with `--no-progress --plot '' --sample-len
+  0`); its training loop is timestamped by wrapping `autodiff.ir_for` while the example's
+  `train()` runs. No PyTorch/JAX version of it exists.
+- The machine's cores are shared with other jobs: absolute times move with the load
+  average; compare ratios within one run.
+- *GFLOP/s*: matmul FLOPs counted by hand (2mkn forward, 2mkn per operand gradient needed)
+  over the median step time. *kern/it*, *arena*, *lower bd*, *saved*: from autodiff's
+  `Report.stats` (kernels per iteration, memory plan arena vs the peak-live lower bound,
+  percent saved against no reuse); `-` where a device does not report them.
+- *rel diff*: max over parameters of max|p - p_ref| / max(max|p_ref|, 0.01), against
+  autodiff's numpy device, at the end of the timed run (*end*) and, for W2 and W4, after
+  a separate 5-step run from the same start (*short*). Above 1e-3 the row says DISAGREES;
+  the end figure only counts where PyTorch and JAX themselves end within 1e-3 of each
+  other (in W2 float32 rounding is amplified: the peers end ~0.3 apart after 500 steps)."""
+
+
+def markdown_report(results: dict) -> str:
+    """BENCHMARKS.md: the tables, the machine, the date and the exact command."""
+    meta = results["meta"]
+    m = meta["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
+    env = " ".join(f"{k}={v}" for k, v in meta["env"].items())
+    out = ["# Benchmarks", "",
+           f"{'Quick' if meta['quick'] else 'Full'} run of `{meta['command']}` on "
+           f"{m['date']} ({meta.get('wall_s', 0) / 60:.1f} minutes, compile caches "
+           f"{meta.get('caches', 'cold')}). Regenerate with `python -m bench --md "
+           "BENCHMARKS.md` (full run) or `python -m bench --quick --md BENCHMARKS.md` "
+           "(fewer steps, W5 and torch.compile on W2-W4 skipped, pairs cut at 30 s); "
+           "`python -m bench --help` lists the options.", "",
+           "Ratios are value / best peer (PyTorch, JAX) in the same column: for times and "
+           "RSS below 1.00x beats the best peer, for GFLOP/s above 1.00x does.", "",
+           "## Machine", "",
+           f"- CPU: {m['cpu']}, {m['cores']} cores (AVX-512: {m['avx512']}), "
+           f"{m['memory_gib']} GiB",
+           f"- OpenCL: {'; '.join(m['opencl'])}",
+           f"- OS: {m['os']}, Python {m['python']}; {versions}",
+           f"- Load average at start: {m['loadavg']} (the cores are shared with other jobs)",
+           f"- Threads: {meta['threads']} per system; environment `{env}`", ""]
+    for w in results["workloads"]:
+        out += [f"## {_heading(w)}", "", summary(w["rows"]), "", markdown_table(w["rows"]), ""]
+    out += ["## Method", "", METHOD, "", "## Targets", "", TARGETS, ""]
+    return "\n".join(out)

@@ -1,0 +1,130 @@
+"""The benchmark harness cannot rot: its figures, agreement rule and tables on synthetic
+rows, the shared model math against PyTorch, and one real run of W1 for a few steps on
+every installed system (no timing is asserted anywhere)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from bench import report
+from bench.run import check_agreement, main
+from bench.systems import missing, systems
+from bench.workloads import WORKLOADS
+from bench.workloads.frameworks import NUMPY, TENSOR
+
+
+def test_step_figures_drop_warmup_and_take_percentiles():
+    stamps = np.cumsum([1.0, 500.0] + [1.0] * 200 + [2.0] * 200) * 1e-3  # s; 500 ms warm-up
+    f = report.step_figures(list(stamps), None, len(stamps))
+    assert f["warmup"] == 40 and f["window"] == 18                   # 400 intervals
+    assert f["p10_ms"] == pytest.approx(1.0) and f["p90_ms"] == pytest.approx(2.0)
+    assert 1.0 <= f["step_ms"] <= 2.0
+    late = np.floor(np.arange(1, 801) / 8) * 8e-3       # 1 ms steps seen in bursts of 8
+    g = report.step_figures(list(late), None, 800)
+    assert g["step_ms"] == pytest.approx(1.0, rel=0.1)
+    assert g["mean_ms"] == pytest.approx(1.0, rel=0.02)
+    h = report.step_figures(None, 0.5, 100)                           # whole-loop systems
+    assert h["step_ms"] == pytest.approx(5.0) and h["p10_ms"] is None
+
+
+def test_max_rel_diff_is_relative_with_an_absolute_floor():
+    ref = {"w": np.array([2.0, -4.0], np.float32), "b": np.array([1e-9, 0], np.float32)}
+    a = {"w": np.array([2.0, -4.004], np.float32), "b": np.array([2e-9, 0], np.float32)}
+    assert report.max_rel_diff(a, ref) == pytest.approx(1e-3, rel=1e-3)
+    assert report.max_rel_diff(ref, ref) == 0.0
+    with pytest.raises(KeyError):
+        report.max_rel_diff({"w": ref["w"]}, ref)
+
+
+def test_disagreement_rule():
+    calm = {"max_rel_diff": 5e-3, "check_rel_diff": 1e-6, "peer_spread": 1e-5}
+    chaotic = dict(calm, peer_spread=0.3)
+    assert report.disagrees(calm, "max_rel_diff")
+    assert not report.disagrees(chaotic, "max_rel_diff")
+    assert report.disagrees(dict(chaotic, check_rel_diff=2e-3), "check_rel_diff")
+    assert not report.disagrees(calm, "check_rel_diff")
+
+
+def test_agreement_against_the_numpy_device_with_peer_spread():
+    one = {"w": np.ones(3, np.float32)}
+    off = {"w": np.full(3, 1.5, np.float32)}
+    rows = [{"system": "jax-jit", "peer": True, "status": "ok"},
+            {"system": "autodiff:numpy", "peer": False, "status": "ok"},
+            {"system": "torch-eager", "peer": True, "status": "ok"},
+            {"system": "autodiff:x", "peer": False, "status": "error: boom"}]
+    params = {"jax-jit": {"end": off, "check": one}, "autodiff:numpy": {"end": one, "check": one},
+              "torch-eager": {"end": one, "check": off}, "autodiff:x": {}}
+    check_agreement(rows, params)
+    jax, ref, torch, bad = rows
+    assert ref["max_rel_diff"] == 0.0 and "reference for rel diff" in ref["notes"]
+    assert jax["max_rel_diff"] == pytest.approx(0.5) and jax["check_rel_diff"] == 0.0
+    assert torch["check_rel_diff"] == pytest.approx(0.5)
+    assert jax["peer_spread"] == pytest.approx(0.5)         # |1.5 - 1| / 1, either way round
+    assert "max_rel_diff" not in bad
+    assert report.disagrees(torch, "check_rel_diff")
+    assert not report.disagrees(jax, "max_rel_diff")        # peers disagree among themselves
+
+
+def test_device_figures_found_by_name():
+    stats = {"memory": {"arena_bytes": 4096, "lower_bound_bytes": 2048, "naive_bytes": 8192,
+                        "saved_pct": 50.0}, "kernels_per_iteration": 12}
+    f = report.device_figures(stats)
+    assert f == {"kernels_per_iter": 12, "arena_bytes": 4096, "lower_bound_bytes": 2048,
+                 "saved_pct": 50.0}
+    assert report.device_figures({})["arena_bytes"] is None
+
+
+def test_tables_show_ratios_against_the_best_agreeing_peer_and_statuses():
+    ok = {"peer": True, "status": "ok", "p10_ms": 3.0, "p90_ms": 5.0, "peer_spread": 1e-6}
+    rows = [
+        dict(ok, system="autodiff:numpy", peer=False, first_step_s=0.5, step_ms=1.0,
+             total_s=1.0, rss_mb=100, gflops=2.0, max_rel_diff=0.0),
+        dict(ok, system="jax-jit", first_step_s=1.0, step_ms=4.0, total_s=2.0, rss_mb=200,
+             gflops=0.5, max_rel_diff=1e-5),
+        dict(ok, system="fast-but-wrong", first_step_s=0.1, step_ms=0.1, total_s=0.1,
+             rss_mb=10, gflops=20.0, max_rel_diff=2e-2),
+        {"system": "torch-eager", "peer": True, "status": "torch not installed"},
+    ]
+    text = report.text_table(rows)
+    assert "1 (0.25x)" in text and "2.00 (4.00x)" in text      # step ms, GFLOP/s vs jax-jit
+    assert "torch not installed" in text and "2.0e-02 DISAGREES" in text
+    md = report.markdown_table(rows)
+    assert md.count("\n") == len(rows) + 1 and "0.25x" in md
+    line = report.summary(rows)
+    assert "4.00x faster than the best peer jax-jit" in line and "fast-but-wrong" in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_shared_math_matches_between_numpy_and_torch(name):
+    import torch
+    w = WORKLOADS[name]
+    params, data = w.init(0), w.data(2)
+    inputs = dict(data.const, **{k: v[0] for k, v in data.stream.items()})
+    ref = w.loss(NUMPY, params, inputs)
+    got = w.loss(TENSOR, {k: torch.from_numpy(v) for k, v in params.items()},
+                 {k: torch.from_numpy(v) for k, v in inputs.items()})
+    np.testing.assert_allclose(got.item(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_w1_runs_on_every_installed_system(tmp_path):
+    out, md = tmp_path / "r.json", tmp_path / "B.md"
+    main(["--workloads", "W1", "--steps", "3", "--caches", "warm", "--json", str(out),
+          "--md", str(md)])
+    results = json.loads(out.read_text())
+    rows = {r["system"]: r for r in results["workloads"][0]["rows"]}
+    assert set(rows) == {s.name for s in systems()}
+    for s in systems():
+        r = rows[s.name]
+        if missing(s) or r["status"].startswith("missing"):
+            assert r["status"] != "ok"
+            continue
+        assert r["status"] == "ok", (s.name, r["status"])
+        assert r["steps"] == 3 and r["step_ms"] > 0 and r["rss_mb"] > 0
+        assert r["max_rel_diff"] < report.AGREE_TOL, s.name
+    text = md.read_text()
+    assert "## Machine" in text and "W1 mlp255" in text and "python -m bench" in text

@@ -1,0 +1,98 @@
+"""Device choice, the no-platform error, the dialect table, build and memory errors."""
+import pyopencl as cl
+import pytest
+
+from autodiff.device.opencl import device
+from autodiff.device.opencl.dialect import OPENCL, Dialect
+
+
+def _have_platform() -> bool:
+    try:
+        device.candidates()
+        return True
+    except device.OpenCLUnavailable:
+        return False
+
+
+needs_cl = pytest.mark.skipif(not _have_platform(), reason="no OpenCL platform; install with: "
+                              + device.INSTALL)
+
+
+def test_no_platform_names_install_command(monkeypatch):
+    monkeypatch.setattr(cl, "get_platforms", lambda: [])
+    with pytest.raises(device.OpenCLUnavailable, match="apt-get install -y pocl-opencl-icd"):
+        device.select()
+
+
+def test_platform_error_names_install_command(monkeypatch):
+    def boom():
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+    monkeypatch.setattr(cl, "get_platforms", boom)
+    with pytest.raises(device.OpenCLUnavailable, match="pocl-opencl-icd"):
+        device.select()
+
+
+@needs_cl
+def test_select_default_and_substring(monkeypatch):
+    monkeypatch.delenv("AUTODIFF_OPENCL_DEVICE", raising=False)
+    first = device.candidates()[0][1]
+    assert device.select() == first
+    label = device.candidates()[0][0]
+    assert device.select(label.split()[0].lower()) == first
+
+
+@needs_cl
+def test_select_env_override_and_unknown(monkeypatch):
+    monkeypatch.setenv("AUTODIFF_OPENCL_DEVICE", "no-such-device-xyz")
+    with pytest.raises(device.OpenCLUnavailable, match="no-such-device-xyz.*found"):
+        device.select()
+    with pytest.raises(device.OpenCLUnavailable):
+        device.select("also-missing")
+
+
+@needs_cl
+def test_gpus_come_first():
+    devs = [d for _, d in device.candidates()]
+    kinds = [device.is_gpu(d) for d in devs]
+    assert kinds == sorted(kinds, reverse=True)
+
+
+def test_dialect_table_and_subclass():
+    assert OPENCL.signature("k", [OPENCL.pointer() + " buf"]) == "__kernel void k(__global float* buf)"
+    assert OPENCL.index("global", 1) == "(int)get_global_id(1)"
+
+    class CUDA(Dialect):
+        name = "cuda"
+        kernel = 'extern "C" __global__ void'
+        buffer = ""
+        barrier = "__syncthreads();"
+        ids = {"global": "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})",
+               "local": "threadIdx.{d}", "group": "blockIdx.{d}"}
+
+    cu = CUDA()
+    assert cu.signature("k", [cu.pointer() + " buf"]) == 'extern "C" __global__ void k(float* buf)'
+    assert cu.index("global", 0) == "(int)(blockIdx.x*blockDim.x+threadIdx.x)"
+    assert cu.index("local", 2) == "(int)threadIdx.z"
+
+
+@needs_cl
+def test_build_failure_names_source_and_log():
+    from autodiff.device.opencl.runtime import KernelBuildError, build
+    ctx, dev = device.context()
+    with pytest.raises(KernelBuildError) as e:
+        build(ctx, dev, "__kernel void broken(__global float* b) { b[0] = undefined_x; }",
+              ["broken"])
+    assert e.value.path.endswith(".cl")
+    assert "undefined_x" in open(e.value.path).read()
+    assert "undefined_x" in str(e.value)          # the build log names the culprit
+
+
+def test_arena_out_of_memory_is_detected_before_running():
+    from types import SimpleNamespace
+    from autodiff.device.opencl.runtime import ArenaOutOfMemory, check_arena
+    dev = SimpleNamespace(max_mem_alloc_size=4 << 30, global_mem_size=5 << 30, name="cpu ")
+    check_arena(4 << 30, dev)
+    with pytest.raises(ArenaOutOfMemory) as e:
+        check_arena((4 << 30) + 1, dev)
+    assert e.value.needed == (4 << 30) + 1 and e.value.available == 4 << 30
+    assert str((4 << 30) + 1) in str(e.value) and str(4 << 30) in str(e.value)

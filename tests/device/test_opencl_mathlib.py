@@ -1,0 +1,135 @@
+"""Accuracy of the inline ``log`` (``_ad_log``) in ulps against float64 numpy, for the
+scalar and the float16 vector overloads, over normal and subnormal inputs and the IEEE
+special values."""
+import numpy as np
+import pytest
+
+from autodiff.device.opencl import device, kernels as K
+
+try:
+    device.candidates()
+except device.OpenCLUnavailable as e:
+    pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
+
+from autodiff.device.opencl.runtime import run_sources  # noqa: E402
+
+N = 1 << 16
+
+
+def _inputs():
+    rng = np.random.default_rng(1)
+    parts = [np.exp(rng.uniform(-103, 88.7, N // 2)),           # normal and subnormal
+             rng.uniform(0.5, 2.0, N // 4),                        # around 1
+             1.0 + rng.uniform(-1e-3, 1e-3, N // 8),               # cancellation zone
+             np.arange(1, N // 8 + 1) * 1.4e-45]                   # smallest subnormals
+    return np.concatenate(parts).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def logs():
+    x = _inputs()
+    special = np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1.0, 2.0,
+                        np.finfo(np.float32).max, np.finfo(np.float32).tiny,
+                        np.float32(1.4e-45)] + [1.0] * 5, np.float32)
+    ox = K.SLACK
+    os_ = ox + x.size
+    oy, oy16, osp = os_ + special.size, os_ + special.size + x.size, os_ + special.size + 2 * x.size
+    host = np.zeros(osp + special.size + K.SLACK, np.float32)
+    host[ox:ox + x.size], host[os_:os_ + special.size] = x, special
+    scalar = K.elementwise("l1", x.size, f"_ad_log(buf[{ox} + i])", K.Ref(oy, (1,)))
+    vec = K.Source("l16", f"""__kernel void l16(__global float* buf) {{
+  const int i = get_global_id(0);
+  vstore16(_ad_log(vload16(i, buf + {ox})), i, buf + {oy16});
+}}""", (x.size // 16,), (16,))
+    sp = K.elementwise("lsp", special.size, f"_ad_log(buf[{os_} + i])", K.Ref(osp, (1,)))
+    out, _ = run_sources([scalar, vec, sp], host)
+    return x, out[oy:oy + x.size], out[oy16:oy16 + x.size], special, out[osp:osp + special.size]
+
+
+def _ulps(x, y):
+    ref = np.log(x.astype(np.float64))
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    return np.abs(y.astype(np.float64) - ref) / ulp
+
+
+def test_log_scalar_within_one_ulp(logs):
+    x, y, _, _, _ = logs
+    err = _ulps(x, y)
+    assert err.max() <= 1.0, f"max error {err.max():.3f} ulp at x={x[err.argmax()]!r}"
+    assert err.mean() < 0.35
+
+
+def test_log_float16_matches_scalar(logs):
+    _, y, y16, _, _ = logs
+    np.testing.assert_array_equal(y16, y)
+
+
+def test_log_special_values(logs):
+    *_, special, got = logs
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ref = np.log(special)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=2e-7)
+
+
+@pytest.fixture(scope="module")
+def pows():
+    rng = np.random.default_rng(2)
+    n = 1 << 14
+    a = np.concatenate([np.exp(rng.uniform(-5, 5, n)),                  # positive bases
+                        -np.exp(rng.uniform(-3, 3, 64)),                # negative bases
+                        [0, 0, -0.0, 1, 1, np.inf, 2, 4, -2, -2, 0.999, 0.9]]).astype(np.float32)
+    b = np.concatenate([rng.uniform(-8, 8, n),
+                        rng.integers(-5, 6, 64),
+                        [2, -1, 3, np.nan, 7.5, -2, 0, 0.5, 3, 2.5, 1000, 37]]).astype(np.float32)
+    oa = K.SLACK
+    ob, oo = oa + a.size, oa + 2 * a.size
+    host = np.zeros(oo + a.size + K.SLACK, np.float32)
+    host[oa:ob], host[ob:oo] = a, b
+    src = K.elementwise("pw", a.size, f"_ad_pow(buf[{oa} + i], buf[{ob} + i])", K.Ref(oo, (1,)))
+    out, _ = run_sources([src], host)
+    return a, b, out[oo:oo + a.size]
+
+
+def test_pow_error_bound(pows):
+    a, b, got = pows
+    with np.errstate(all="ignore"):
+        ref = np.power(a.astype(np.float64), b.astype(np.float64))
+        t = np.abs(b.astype(np.float64) * np.log(np.abs(a.astype(np.float64))))
+    ok = np.isfinite(ref) & (np.abs(ref) > 1e-37) & (np.abs(ref) < 1e37) & np.isfinite(t)
+    ulp = np.spacing(np.abs(ref[ok]).astype(np.float32)).astype(np.float64)
+    err = np.abs(got[ok] - ref[ok]) / ulp
+    bound = 1.25 * (1 + t[ok])          # the log's error scaled by |b ln a| (see mathlib)
+    assert (err <= bound).all(), f"worst {np.max(err / (1 + t[ok])):.2f} (1 + |b ln a|) ulp"
+    assert np.median(err) < 2
+    assert err[t[ok] < 1].max() <= 2.0
+
+
+def test_pow_special_values_like_numpy(pows):
+    a, b, got = pows
+    with np.errstate(all="ignore"):
+        ref = np.power(a, b)
+    tail = slice(-76, None)             # negative bases with integer exponents + specials
+    np.testing.assert_array_equal(np.isnan(got[tail]), np.isnan(ref[tail]))
+    ok = ~np.isnan(ref[tail])
+    np.testing.assert_allclose(got[tail][ok], ref[tail][ok], rtol=2e-6)
+
+
+def test_erf_within_two_ulp():
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(-5, 5, 1 << 15), rng.uniform(-1e-3, 1e-3, 1 << 10),
+                        np.linspace(0.9, 0.95, 1000),
+                        [0.0, -0.0, 4.0, -4.0, 10.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    ox, oo = K.SLACK, K.SLACK + x.size
+    host = np.zeros(oo + x.size + K.SLACK, np.float32)
+    host[ox:oo] = x
+    src = K.elementwise("ef", x.size, f"_ad_erf(buf[{ox} + i])", K.Ref(oo, (1,)))
+    got = run_sources([src], host)[0][oo:oo + x.size]
+    from scipy import special
+    ref = special.erf(x.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    ok = np.isfinite(ref) & (ref != 0)
+    err = np.abs(got[ok] - ref[ok]) / np.spacing(np.abs(ref[ok]).astype(np.float32))
+    assert err.max() <= 2.0, f"max {err.max():.2f} ulp at x={x[ok][err.argmax()]!r}"
+    assert got[x == 0].tolist() == [0.0, 0.0]

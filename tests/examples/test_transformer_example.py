@@ -1,0 +1,58 @@
+"""End to end: a short run of examples/transformer.py (tiny dims, 30 steps) must learn."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "transformer.py"
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("example_transformer", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_corpus_and_vocabulary():
+    ex = _load_example()
+    text = ex.load_text()
+    vocab = ex.Vocab(text)
+    assert 400_000 < len(text) < 600_000 and 90 <= len(vocab) <= 120
+    ids = vocab.encode(text[:1000])
+    assert ids.dtype == np.int32 and vocab.decode(ids) == text[:1000]
+
+
+def test_window_sampler_pairs_tokens_and_targets_in_any_order():
+    ex = _load_example()
+    ids = np.arange(1000, dtype=np.int32)
+    s = ex.WindowSampler(ids, batch=4, seq=8, seed=0)
+    y0, y1 = s.targets(), s.targets()            # targets first: still the same windows
+    x0, x1 = s.tokens(), s.tokens()
+    for x, y in ((x0, y0), (x1, y1)):
+        assert x.shape == y.shape == (4, 8) and x.dtype == np.int32
+        np.testing.assert_array_equal(y, x + 1)
+    assert not np.array_equal(x0, x1)
+
+
+@pytest.mark.slow
+def test_short_run_learns(tmp_path, capsys):
+    ex = _load_example()
+    plot = tmp_path / "loss.png"
+    out = ex.main(["--steps", "30", "--layers", "1", "--d-model", "32", "--heads", "2",
+                   "--seq", "16", "--batch", "8", "--eval-batches", "2", "--sample-len", "8",
+                   "--plot", str(plot), "--no-progress", "--dropout", "0.1"])
+    losses = out["losses"]
+    assert len(losses) == 30 and all(math.isfinite(v) for v in losses)
+    assert abs(losses[0] - math.log(out["vocab"])) < 0.6        # starts near ln(vocab)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5     # and falls
+    assert out["val_after"] < out["val_before"] - 0.3
+    assert out["sample"].startswith("The ") and len(out["sample"]) == 4 + 8
+    assert plot.stat().st_size > 1000
+    printed = capsys.readouterr().out
+    for word in ("compile", "tokens/s", "validation loss", "greedy sample"):
+        assert word in printed
