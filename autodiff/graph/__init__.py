@@ -8,6 +8,9 @@ from .loop import Feeder, Receiver, ir_for
 from .tensor import Tensor
 from .trace import TRACER, no_grad
 
+__all__ = ["Graph", "Node", "Op", "Variable", "captures", "Feeder", "Receiver", "ir_for",
+           "Tensor", "no_grad", "to_networkx"]
+
 
 def to_networkx(graph: Graph | None = None) -> "nx.DiGraph":
     """The graph IR as a ``networkx.DiGraph`` (node key: node id; attributes ``node``,

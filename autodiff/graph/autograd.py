@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .ir import Op, Node
-from .ops import (LN2, add, binary, cast, concat, const, div, dot, elementwise, expand, gather,
+from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
                   mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
                   swap_last, unary, where)
 from .trace import TRACER

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
-
 from .ir import FeederSpec, Node, Op, ReceiverSpec
 from .tensor import Tensor, _DTYPES, _wrap
 from .trace import TRACER, user_site

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
-from .ir import BINARY, COMPARE, Node, Op, UNARY
+from .ir import BINARY, Node, Op, UNARY
 from .trace import TRACER, user_site
 
 

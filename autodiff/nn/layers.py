@@ -51,13 +51,17 @@ class Identity(Module):
     def forward(self, x): return x
 
 
-class Sequential(Module):
-    """Modules applied in order; children are named ``0``, ``1``, ... as in PyTorch."""
+class ModuleList(Module):
+    """Sub-modules in a list, children named ``0``, ``1``, ... (``torch.nn.ModuleList``)."""
 
-    def __init__(self, *mods: Module):
+    def __init__(self, modules=()):
         super().__init__()
-        for i, m in enumerate(mods):
-            setattr(self, str(i), m)
+        for m in modules:
+            self.append(m)
+
+    def append(self, module: Module) -> "ModuleList":
+        setattr(self, str(len(self._modules)), module)
+        return self
 
     def __getitem__(self, i: int) -> Module:
         return list(self._modules.values())[i]
@@ -67,6 +71,13 @@ class Sequential(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class Sequential(ModuleList):
+    """Modules applied in order; children are named ``0``, ``1``, ... as in PyTorch."""
+
+    def __init__(self, *mods: Module):
+        super().__init__(mods)
 
     def forward(self, x):
         for m in self._modules.values():

@@ -2,24 +2,14 @@
 from __future__ import annotations
 
 from ..graph.tensor import Tensor
-from .functional import cross_entropy
+from .functional import cross_entropy, reduce_loss
 from .module import Module
-
-
-def _reduce(x: Tensor, reduction: str) -> Tensor:
-    if reduction == "mean":
-        return x.mean()
-    if reduction == "sum":
-        return x.sum()
-    if reduction == "none":
-        return x
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean (or sum) of squared differences; shapes broadcast like PyTorch."""
     d = input - target
-    return _reduce(d * d, reduction)
+    return reduce_loss(d * d, reduction)
 
 
 class MSELoss(Module):

@@ -12,33 +12,11 @@ from ..graph.tensor import Tensor
 from . import functional as F
 from .attention import MultiheadAttention
 from .dropout import Dropout
-from .layers import Linear
+from .layers import Linear, ModuleList
 from .module import Module, Parameter
 from .normalization import LayerNorm
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
-
-
-class ModuleList(Module):
-    """Sub-modules in a list, children named ``0``, ``1``, ... (``torch.nn.ModuleList``)."""
-
-    def __init__(self, modules=()):
-        super().__init__()
-        for m in modules:
-            self.append(m)
-
-    def append(self, module: Module) -> "ModuleList":
-        setattr(self, str(len(self._modules)), module)
-        return self
-
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
 
 def clone_module(module: Module) -> Module:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from ...errors import FeederError, ReceiverError
 from ...graph.ir import COMPARE, Graph, Node, Op
+from ..host import call_feeder, call_receiver, check_feed  # noqa: F401 (re-exported)
 from ...graph.rng import philox_uniform
 
 F32 = np.float32
@@ -142,29 +142,7 @@ class Interpreter:
         self.iters.pop()
 
     def _feed(self, n: Node) -> np.ndarray:
-        spec = n.arg
-        it = tuple(self.iters)
-        try:
-            v = spec.fn()
-        except Exception as e:
-            raise FeederError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
-        check_feed(spec, v, it)
-        return v
+        return call_feeder(n.arg, tuple(self.iters))
 
     def _receive(self, n: Node, args) -> None:
-        spec = n.arg
-        try:
-            spec.fn(*[np.array(a) for a in args])
-        except Exception as e:
-            raise ReceiverError(spec.name, tuple(self.iters),
-                                f"callback raised {type(e).__name__}: {e}") from e
-
-
-def check_feed(spec, v, it: tuple) -> None:
-    """Raise :class:`FeederError` unless ``v`` is an array of the Feeder's shape and dtype."""
-    if not isinstance(v, np.ndarray):
-        raise FeederError(spec.name, it, f"expected a numpy array of shape {list(spec.shape)} "
-                                         f"{spec.dtype}, got {type(v).__name__}")
-    if tuple(v.shape) != tuple(spec.shape) or str(v.dtype) != spec.dtype:
-        raise FeederError(spec.name, it, f"expected shape {list(spec.shape)} {spec.dtype}, "
-                                         f"got shape {list(v.shape)} {v.dtype}")
+        call_receiver(n.arg, tuple(self.iters), args)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import FeederError, ReceiverError
 from ...graph.ir import Op
 from ...procedural.access import evaluate
 from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
                               FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
                               Rand, ReceiverRead, Reduce, ScatterAdd, Select)
-from .interpreter import KERNELS, _gather, _scatter_add, check_feed
+from ..host import call_feeder, call_receiver
+from .interpreter import KERNELS, _gather, _scatter_add
 
 _IDX = np.int64
 
@@ -310,20 +310,10 @@ class ProceduralExecutor:
         self.iters.pop()
 
     def _feed(self, spec) -> np.ndarray:
-        it = tuple(self.iters)
-        try:
-            v = spec.fn()
-        except Exception as e:
-            raise FeederError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
-        check_feed(spec, v, it)
-        return v
+        return call_feeder(spec, tuple(self.iters))
 
     def _receive(self, spec, args) -> None:
-        try:
-            spec.fn(*args)
-        except Exception as e:
-            raise ReceiverError(spec.name, tuple(self.iters),
-                                f"callback raised {type(e).__name__}: {e}") from e
+        call_receiver(spec, tuple(self.iters), args)
 
 
 def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,

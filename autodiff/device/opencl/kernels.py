@@ -264,8 +264,8 @@ inline float _hsum16(float16 v) {
   float8 a = v.lo + v.hi; float4 b = a.lo + a.hi; float2 c = b.lo + b.hi; return c.x + c.y;
 }
 inline float _hmax16(float16 v) {
-  float8 a = fmax(v.lo, v.hi); float4 b = fmax(a.lo, a.hi); float2 c = fmax(b.lo, b.hi);
-  return fmax(c.x, c.y);
+  float8 a = _ad_max(v.lo, v.hi); float4 b = _ad_max(a.lo, a.hi);
+  float2 c = _ad_max(b.lo, b.hi); return _ad_max(c.x, c.y);
 }
 """
 
@@ -308,7 +308,7 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
     pro = prologue or (lambda v, w, r, c: v)
     epi = epilogue or (lambda v, w, r, c: v)
     ident = "0.0f" if op == "sum" else "(-INFINITY)"
-    comb = (lambda acc, v: f"{acc} + {v}") if op == "sum" else (lambda acc, v: f"fmax({acc}, {v})")
+    comb = (lambda acc, v: f"{acc} + {v}") if op == "sum" else (lambda acc, v: f"_ad_max({acc}, {v})")
     hred = "_hsum16" if op == "sum" else "_hmax16"
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int r = {d.index('global', 0)};",

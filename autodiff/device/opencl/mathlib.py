@@ -104,8 +104,21 @@ __attribute__((overloadable)) inline T _ad_erf(T x) {
 
 ERF = "".join(_instantiate(_ERF, w) for w in WIDTHS)
 
+# max/min propagating NaN like numpy's maximum/minimum/max (and torch): OpenCL's fmax/fmin
+# return the other operand when one is NaN, which would turn relu(nan) into 0.
+_MAXMIN = r"""
+__attribute__((overloadable)) inline T _ad_max(T a, T b) {
+  return select(fmax(a, b), a + b, isnan(a) | isnan(b));
+}
+__attribute__((overloadable)) inline T _ad_min(T a, T b) {
+  return select(fmin(a, b), a + b, isnan(a) | isnan(b));
+}
+"""
+
+MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS + (8, 2))
+
 #: name used in rendered expressions -> definition to include in the program.
-FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF}
+FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN}
 
 
 def preamble() -> str:

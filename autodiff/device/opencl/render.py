@@ -62,7 +62,7 @@ CODE_FOR_OP: dict[Op, Callable[..., str]] = {
     Op.COS: lambda w, x: f"cos({x})",
     Op.TANH: lambda w, x: f"tanh({x})",
     Op.SIGMOID: lambda w, x: f"(1.0f/(1.0f+exp(-({x}))))",
-    Op.RELU: lambda w, x: f"fmax({x}, 0.0f)",
+    Op.RELU: lambda w, x: f"_ad_max({x}, {const(0.0, w)})",
     Op.ABS: lambda w, x: f"fabs({x})",
     Op.ERF: lambda w, x: f"_ad_erf({x})",
     Op.SIGN: lambda w, x: f"sign({x})",
@@ -71,8 +71,8 @@ CODE_FOR_OP: dict[Op, Callable[..., str]] = {
     Op.MUL: lambda w, a, b: f"(({a})*({b}))",
     Op.DIV: lambda w, a, b: f"(({a})/({b}))",
     Op.POW: lambda w, a, b: f"_ad_pow({a}, {b})",
-    Op.MAX: lambda w, a, b: f"fmax({a}, {b})",
-    Op.MIN: lambda w, a, b: f"fmin({a}, {b})",
+    Op.MAX: lambda w, a, b: f"_ad_max({a}, {b})",
+    Op.MIN: lambda w, a, b: f"_ad_min({a}, {b})",
     Op.CMPLT: _cmp("<"), Op.CMPLE: _cmp("<="), Op.CMPGT: _cmp(">"),
     Op.CMPGE: _cmp(">="), Op.CMPEQ: _cmp("=="), Op.CMPNE: _cmp("!="),
     Op.WHERE: lambda w, m, a, b: f"select({b}, {a}, ({m}) != 0.0f)" if w == 1
@@ -138,6 +138,6 @@ def store_value(v: str, dtype: str = "float32") -> str:
 def program(sources: list[Source], d: Dialect = OPENCL) -> str:
     """The source of one program holding every kernel; helpers, inline math and the Philox
     generator (with its iteration-word kernel) first."""
-    parts = [d.preamble, HELPERS, mathlib.preamble(), philox.SOURCE]
+    parts = [d.preamble, mathlib.preamble(), HELPERS, philox.SOURCE]
     parts += [s.src for s in sources]
     return "\n".join(p for p in parts if p)

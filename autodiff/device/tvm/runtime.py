@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import tvm
 
-from ...errors import FeederError, ReceiverError
 from ...graph.rng import iteration_words
-from ..numpy.interpreter import check_feed
+from ..host import call_feeder, call_receiver
 from .plan import Loop, Segment
 
 
@@ -107,22 +106,11 @@ class Executable:
             self._receive(r, [env[s.id] for s in r.srcs])
 
     def _feed(self, n) -> np.ndarray:
-        spec, it = n.arg, tuple(self.iters)
-        try:
-            v = spec.fn()
-        except Exception as e:
-            raise FeederError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
-        check_feed(spec, v, it)
-        return v
+        return call_feeder(n.arg, tuple(self.iters))
 
     def _receive(self, n, args) -> None:
-        spec = n.arg
-        arrays = [np.array(a) if isinstance(a, np.ndarray) else a.numpy() for a in args]
-        try:
-            spec.fn(*arrays)
-        except Exception as e:
-            raise ReceiverError(spec.name, tuple(self.iters),
-                                f"callback raised {type(e).__name__}: {e}") from e
+        call_receiver(n.arg, tuple(self.iters),
+                      [a if isinstance(a, np.ndarray) else a.numpy() for a in args])
 
 
 def _used_ids(steps) -> set[int]:
