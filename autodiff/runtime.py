@@ -1,6 +1,7 @@
 """``execute()``: take the traced program through the pipeline and run it on a device."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 import weakref
@@ -55,7 +56,20 @@ def optimize(graph: Graph, report: Report, **options) -> Graph:
     return opt.optimize(graph, report=report, **options)
 
 
-def execute(device: str = "numpy", verbose: bool = False, optimize_graph: bool = True,
+#: environment variable naming the device ``execute()`` uses when given none
+DEVICE_ENV = "AUTODIFF_DEVICE"
+#: the device ``execute()`` uses when given none and ``$AUTODIFF_DEVICE`` is unset
+DEFAULT_DEVICE = "opencl"
+
+
+def default_device() -> str:
+    """``$AUTODIFF_DEVICE`` if set, else :data:`DEFAULT_DEVICE` (``"opencl"``). There is no
+    silent fallback: without an OpenCL platform, ``execute()`` raises and names the install
+    command (or pass ``device="numpy"``)."""
+    return os.environ.get(DEVICE_ENV) or DEFAULT_DEVICE
+
+
+def execute(device: str | None = None, verbose: bool = False, optimize_graph: bool = True,
             **options) -> Report:
     """Compile and run everything traced since the last ``execute()``, then start afresh.
 
@@ -64,7 +78,9 @@ def execute(device: str = "numpy", verbose: bool = False, optimize_graph: bool =
     in program order; all Receiver callbacks have returned when this returns.
 
     Args:
-        device: backend name (``"numpy"``).
+        device: backend name (``"opencl"``, ``"numpy"`` the reference interpreter,
+            ``"tvm"``); ``None``: :func:`default_device` (``$AUTODIFF_DEVICE``, else
+            ``"opencl"``).
         verbose: print the report (phase times in seconds, node counts).
         optimize_graph: run the graph passes first.
         options: passed to the passes and the backend.
@@ -76,9 +92,14 @@ def execute(device: str = "numpy", verbose: bool = False, optimize_graph: bool =
         FeederError, ReceiverError: a host callback failed; variables keep the values of
             the last completed iteration.
         ValueError: unknown device.
+        OpenCLUnavailable: the opencl device without an OpenCL platform (the message names
+            the install command); the traced program stays pending for another call.
     """
     t_start = time.perf_counter()
+    device = device or default_device()
     backend = devices.get(device)
+    if hasattr(backend, "require"):
+        backend.require(**options)      # before the traced program is consumed
     tensors = [t for t in list(TRACER.outputs)
                if t._var is None and t._node is not None and t._scope is TRACER.root]
     graph = TRACER.finish()

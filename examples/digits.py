@@ -80,7 +80,8 @@ def accuracy(model, x, y, device: str) -> float:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="numpy")
+    p.add_argument("--device", default=None,
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--hidden", type=int, default=128)

@@ -1,7 +1,7 @@
 """The original project's MLP: Linear(255,255) -> Sigmoid -> Linear(255,255), loss = sum of
 the output, SGD lr 0.01, 1000 iterations traced once with ir_for.
 
-    python examples/linear.py [--device numpy] [--steps 1000]
+    python examples/linear.py [--device opencl|numpy|tvm] [--steps 1000]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def build(seed: int = 0):
     return Sequential(Linear(255, 255), Sigmoid(), Linear(255, 255))
 
 
-def train(net, steps: int = 1000, device: str = "numpy", lr: float = 0.01, **options):
+def train(net, steps: int = 1000, device: str | None = None, lr: float = 0.01, **options):
     """Trace and run ``steps`` SGD steps on a constant [2, 255] batch of 0.2.
 
     Returns ``(losses, report)``: the per-iteration losses (float) and the execute report.
@@ -44,7 +44,8 @@ def train(net, steps: int = 1000, device: str = "numpy", lr: float = 0.01, **opt
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="numpy")
+    p.add_argument("--device", default=None,
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
@@ -52,7 +53,7 @@ def main() -> None:
     t = time.perf_counter()
     losses, report = train(net, args.steps, args.device, verbose=args.verbose)
     wall = time.perf_counter() - t
-    print(f"device {args.device}: {args.steps} steps")
+    print(f"device {report.device}: {args.steps} steps")
     print(f"compile {report.times['optimize'] + report.times['compile']:.3f} s, "
           f"run {report.times['run']:.3f} s ({report.times['run'] / args.steps * 1e3:.3f} ms/step), "
           f"wall {wall:.3f} s")

@@ -254,7 +254,8 @@ def plot_losses(losses, val_before: float, val_after: float, path: str) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="numpy")
+    p.add_argument("--device", default=None,
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
@@ -304,11 +305,14 @@ def main(argv=None) -> dict:
     print(f"device {report.device}: trace {t_trace:.2f} s, compile {t_compile:.2f} s, "
           f"run {t_run:.2f} s ({t_run / args.steps * 1e3:.1f} ms/step, {tok_s:,.0f} tokens/s)")
     print(f"graph IR nodes: " + " -> ".join(f"{k} {v}" for k, v in report.nodes.items()))
-    if report.stats:
-        for k, v in report.stats.items():
-            print(f"  {k}: {v}")
-    else:
-        print("  memory plan: not reported by this device (report.stats is empty)")
+    mem = report.stats.get("memory")
+    print(f"memory plan: {mem}" if mem else
+          "memory plan: none (this device runs without an arena; try --device opencl)")
+    dev = report.stats.get(report.device)
+    if isinstance(dev, dict):
+        print(f"{report.device}: " + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in dev.items()
+            if k not in ("source_path", "kernel_us")))
     print(f"train loss: first {losses[0]:.3f}, mean of last 20 {np.mean(losses[-20:]):.3f}")
     print(f"validation loss: before {val_before:.3f}, after {val_after:.3f} "
           f"(ln(vocab) = {math.log(len(vocab)):.3f})")

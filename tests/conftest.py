@@ -1,8 +1,14 @@
+import os
 import pathlib
 
 import pytest
 
 import autodiff
+
+# execute() without a device runs on $AUTODIFF_DEVICE, else opencl (the user default). The
+# suite's tests that do not name a device mean the numpy reference interpreter; running
+# the suite with AUTODIFF_DEVICE=opencl exercises the opencl device there instead.
+os.environ.setdefault("AUTODIFF_DEVICE", "numpy")
 
 #: test modules whose every test runs once per device (``op_device`` parametrized): the op
 #: suite, through ``op_helper.check_op``'s default device

@@ -47,7 +47,7 @@ def test_dot_product_picks_tiles_and_packs_transposed_b():
     offs = {"a": 64, "w": 3000, "out": 5000, codegen.SCRATCH_A: 9000, codegen.SCRATCH_B: 12000}
     srcs = codegen.dot_product("mm", k, offs)
     assert [s.name for s in srcs] == ["mm_pb", "mm"]        # B^T packed, then 8x16 tiles
-    assert "vload16(0, B + k*40 + n0)" in srcs[1].src and "fmax(" in srcs[1].src
+    assert "vload16(0, B + k*40 + n0)" in srcs[1].src and "_ad_max(" in srcs[1].src
     small = DotProduct((6, 40), (Y, X), K, Load(a, flat([Y, K], (6, 24))),
                        Load(w, flat([X, K], (40, 24))), (Output(out, flat([Y, X], (6, 40)), Acc()),))
     srcs = codegen.dot_product("mm2", small, offs)

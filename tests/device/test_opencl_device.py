@@ -96,3 +96,38 @@ def test_arena_out_of_memory_is_detected_before_running():
         check_arena((4 << 30) + 1, dev)
     assert e.value.needed == (4 << 30) + 1 and e.value.available == 4 << 30
     assert str((4 << 30) + 1) in str(e.value) and str(4 << 30) in str(e.value)
+
+
+def _tiny_program():
+    import numpy as np
+    import autodiff as ad
+    return ad.Tensor(np.arange(4, dtype=np.float32)) * 2.0
+
+
+@needs_cl
+def test_execute_defaults_to_opencl(monkeypatch):
+    import autodiff as ad
+    monkeypatch.delenv("AUTODIFF_DEVICE", raising=False)
+    y = _tiny_program()
+    assert ad.execute().device == "opencl"
+    assert y.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_execute_device_from_environment(monkeypatch):
+    import autodiff as ad
+    monkeypatch.setenv("AUTODIFF_DEVICE", "numpy")
+    _tiny_program()
+    assert ad.execute().device == "numpy"
+
+
+def test_default_without_platform_raises_and_keeps_the_program(monkeypatch):
+    """No silent fallback: the default device is opencl, its absence is an error naming
+    the install command, and the traced program stays pending for another device."""
+    import autodiff as ad
+    monkeypatch.delenv("AUTODIFF_DEVICE", raising=False)
+    monkeypatch.setattr(cl, "get_platforms", lambda: [])
+    y = _tiny_program()
+    with pytest.raises(device.OpenCLUnavailable, match="apt-get install -y pocl-opencl-icd"):
+        ad.execute()
+    assert ad.execute(device="numpy").device == "numpy"
+    assert y.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]

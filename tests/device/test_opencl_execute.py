@@ -221,3 +221,18 @@ def test_transformer_steps_match_numpy():
         np.testing.assert_allclose(g, r, atol=2 * 3e-3)
         close.append(np.abs(g - r) <= 1e-5 * np.maximum(1e-2, np.abs(r)))
     assert np.mean(np.concatenate([c.ravel() for c in close])) > 0.95
+
+
+def test_nan_propagates_through_max_min_relu_like_numpy():
+    """numpy's maximum/minimum/max propagate NaN (OpenCL's fmax/fmin would drop it)."""
+    x = np.array([[np.nan, -1.0, 2.0, 0.5] * 5, [3.0, np.inf, -np.inf, 1.0] * 5], np.float32)
+    y = np.array([[1.0, np.nan, -2.0, 0.25] * 5, [-3.0, 0.0, 2.0, 1.0] * 5], np.float32)
+
+    def prog(dev):
+        a, b = ad.Tensor(x), ad.Tensor(y)
+        outs = [a.relu(), a.maximum(b), a.minimum(b), a.amax(-1), b.amax(0), a.softmax(-1)]
+        ad.execute(device=dev)
+        return [o.numpy() for o in outs]
+    for r, g in zip(prog("numpy"), prog("opencl")):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
+        np.testing.assert_allclose(g, r, rtol=1e-6)

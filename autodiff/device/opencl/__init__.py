@@ -19,9 +19,22 @@ from .device import OpenCLUnavailable, context, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
                       Receive, build, check_arena)
 
-__all__ = ["compile", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory", "select"]
+__all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
+           "select"]
 
 ALIGN = 64   # bytes: every buffer starts on a cache line (and a float16 boundary)
+
+
+def require(opencl_device: str | None = None, **options) -> None:
+    """Check that an OpenCL device is there (``execute()`` calls it with its options before
+    compiling).
+
+    Raises:
+        OpenCLUnavailable: pyopencl or an OpenCL platform is missing (the message names the
+            install command), or no device matches ``opencl_device`` /
+            ``AUTODIFF_OPENCL_DEVICE``.
+    """
+    select(opencl_device)
 
 
 def _lower(graph, stats, options):
@@ -47,8 +60,7 @@ def _plan(prog, stats) -> tuple[dict, int, object]:
     """Byte offsets (from the planned region's start) of the TEMP/FEEDER/RECEIVER buffers."""
     t = time.perf_counter()
     try:
-        from ...alloc import pack
-        from ...alloc.liveness import liveness
+        from ...alloc import plan_memory
     except ImportError:
         offsets, top = {}, 0
         for b in prog.buffers:
@@ -57,7 +69,7 @@ def _plan(prog, stats) -> tuple[dict, int, object]:
                 top += -(-b.nbytes // ALIGN) * ALIGN
         stats["plan_s"] = time.perf_counter() - t
         return offsets, top, None
-    plan = pack(liveness(prog, members=False).ranges, ALIGN)
+    plan = plan_memory(prog, ALIGN, members=False)
     stats["plan_s"] = time.perf_counter() - t
     return plan.offsets, plan.arena_bytes, plan
 
@@ -177,7 +189,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     prog, stages = _lower(graph, stats, options)
     planned, planned_bytes, plan = _plan(prog, stats)
     if plan is not None:
-        stages["memory"] = plan
+        stages["alloc"] = plan
+        if report is not None:
+            report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = _layout(prog, planned, planned_bytes)
     t = time.perf_counter()
     sources, launches = [], []

@@ -326,7 +326,13 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
         L += [f"  for (int j = {full}; j < {length}; j++) {{", f"    const float v = {x(1, 'j')};",
               f"    s = {comb('s', pro('v', 1, 'r', 'j'))};", "  }"]
     L += [f"  {st}" for st in out(epi("s", 1, "r", "0"))] + ["}"]
-    return Source(name, "\n".join(L), (max(rows, 1),), (1,))
+    local = min(max(rows, 1), ROW_GROUP)
+    return Source(name, "\n".join(L), (_cdiv(max(rows, 1), local) * local,), (local,))
+
+
+#: rows (work-items) per work-group of a row reduction: one group per row pays PoCL's
+#: per-group cost once per row, which dominates short rows
+ROW_GROUP = 16
 
 
 def elementwise(name: str, n: int, expr: str, out: Ref, local: int = 64,

@@ -3,7 +3,9 @@
 ``compile(graph, target=None, tune=False, export=None)`` runs
 
 1. translate (:mod:`.translate`): one Relax function per segment (a loop body's compute
-   between host callbacks; code outside loops gets its own), one PrimFunc per node;
+   between host callbacks; code outside loops gets its own), one PrimFunc per node, and
+   for a loop whose body is one segment a function running ``K`` iterations per call
+   (:mod:`.batch`, option ``steps_per_call``);
 2. fuse: ``AnnotateTIROpPattern``, ``FuseOps``, ``FuseTIR``, ``DeadCodeElimination``
    (``tvm.compile`` alone fuses nothing on CPU);
 3. schedule: with ``tune=True`` meta_schedule for the matmul-like kernels (:mod:`.tune`,
@@ -31,6 +33,7 @@ except ImportError as _e:            # pragma: no cover - exercised without the 
     raise ImportError("the tvm device needs Apache TVM: pip install 'autodiff[tvm]' "
                       "(apache-tvm==0.27.0.post1 with apache-tvm-ffi==0.1.14.post1)") from _e
 
+from .plan import loops
 from .runtime import Executable
 from .schedule import schedule_module
 from .translate import translate
@@ -99,8 +102,11 @@ def _gpu_schedule(mod, target):
                                        dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
 
 
-def build(graph: Graph, target=None, tune: bool = False, trials: int = 64):
+def build(graph: Graph, target=None, tune: bool = False, trials: int = 64,
+          steps_per_call: int | None = None):
     """Translate, fuse, schedule and build ``graph`` for ``target`` (no device needed).
+
+    ``steps_per_call``: loop iterations per device call (see :func:`compile`).
 
     Returns
     -------
@@ -112,14 +118,16 @@ def build(graph: Graph, target=None, tune: bool = False, trials: int = 64):
         The scheduled Relax module, printed as TVMScript.
     stats : dict
         Kernel counts (``kernels_unfused``, ``kernels``, ``scheduled_kernels``,
-        ``tuned_kernels``) and seconds per phase (``translate_s``, ``fuse_s``, ``tune_s``,
-        ``schedule_s``, ``build_s``).
+        ``tuned_kernels``), seconds per phase (``translate_s``, ``fuse_s``, ``tune_s``,
+        ``schedule_s``, ``build_s``) and ``steps_per_call`` (the largest ``K`` of the
+        program's loops, 1 without batched loops).
     """
     tgt = make_target(target)
     stats: dict = {"target": str(tgt.kind.name)}
     t = time.perf_counter()
-    steps, mod = translate(graph)
+    steps, mod = translate(graph, steps_per_call)
     stats["translate_s"] = time.perf_counter() - t
+    stats["steps_per_call"] = max((lp.steps_per_call for lp in loops(steps)), default=1)
     stats["kernels_unfused"] = _count_kernels(mod)
     t = time.perf_counter()
     mod = fuse(mod)
@@ -152,7 +160,8 @@ def build(graph: Graph, target=None, tune: bool = False, trials: int = 64):
 
 
 def compile(graph: Graph, target=None, tune: bool = False, export: str | None = None,
-            report=None, trials: int = 64, **options) -> Executable:
+            report=None, trials: int = 64, steps_per_call: int | None = None,
+            **options) -> Executable:
     """Compile the (optimized) graph IR for ``target``.
 
     Parameters
@@ -171,6 +180,14 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
         generation and linking, done when the VM loads the executable).
     trials : int
         meta_schedule trials per tuning run.
+    steps_per_call : int or None
+        Iterations of a loop per device call, for loops whose body is one segment (no
+        nested loop, no Feeder after a Receiver): the Feeders of the ``K`` iterations are
+        called first, then one call runs them, then their Receivers (:mod:`.batch`). An
+        ``int`` in ``[1, 128]`` is used as given (``1``: Feeders and Receivers of
+        different iterations never reorder); None (default) picks 16 for a body of at most
+        about 2e7 FLOPs (a step of well under a millisecond, where the 10-25 us of host
+        overhead per call matter) and 1 for larger bodies.
     options
         Other stages' options, ignored.
 
@@ -182,11 +199,11 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
     Raises
     ------
     ValueError
-        Unknown target.
+        Unknown target; ``steps_per_call`` not None nor an int in ``[1, 128]``.
     RuntimeError
         A GPU target on a machine without that GPU (after ``export`` was written).
     """
-    steps, ex, listing, stats = build(graph, target, tune, trials)
+    steps, ex, listing, stats = build(graph, target, tune, trials, steps_per_call)
     tgt = make_target(target)
     if report is not None:
         report.stats["tvm"] = stats

@@ -12,7 +12,11 @@ Values cross functions through the host environment by node id (``("val", id)``)
 (parameters, optimizer state) by ``("var", Variable)``: a segment reads a variable it
 ``LOAD`` s before assigning it, and returns every variable it ``ASSIGN`` s (the last
 assignment wins, as in the IR's value semantics). A segment holding ``RAND`` also takes the
-loop-index words (``("iters",)``).
+loop-index words (``("iters",)``); one holding ``GATHER`` also returns ``("check",)``, the
+count of out-of-range indices per ``GATHER`` (``int32[G]``, in program order).
+
+A loop whose body is one segment (no nested loop, no Feeder after a Receiver) can run ``K``
+iterations per device call (:mod:`.batch`); :attr:`Loop.steps_per_call` is that ``K``.
 """
 from __future__ import annotations
 
@@ -45,9 +49,32 @@ class Segment:
 
 @dataclass
 class Loop:
-    """A ``FOR`` node: ``steps`` run once per element of ``node.arg.range``."""
+    """A ``FOR`` node: ``steps`` run once per element of ``node.arg.range``.
+
+    Attributes:
+        steps_per_call: iterations per device call (``K``); above 1 the body's single
+            segment also has a ``K``-step function (:func:`.batch.batched_name`).
+    """
     node: Node
     steps: list
+    steps_per_call: int = 1
+
+
+def loops(steps: list):
+    """Every :class:`Loop` of a plan, nested ones included, outer first."""
+    for s in steps:
+        if isinstance(s, Loop):
+            yield s
+            yield from loops(s.steps)
+
+
+def batch_segment(loop: Loop) -> Segment | None:
+    """The body's segment when ``loop`` can run several iterations per device call: the
+    body is one segment with a device function (Feeders first, Receivers last, so the
+    Feeders of later iterations can be called before the Receivers of earlier ones)."""
+    if len(loop.steps) == 1 and isinstance(loop.steps[0], Segment) and loop.steps[0].outputs:
+        return loop.steps[0]
+    return None
 
 
 def plan(graph: Graph) -> list:
@@ -122,4 +149,6 @@ def _wire_segment(seg: Segment, live: set[int]) -> None:
             inputs.setdefault(("iters",), None)
     outputs = [("var", v) for v in assigned.values()]
     outputs += [("val", n.id) for n in seg.nodes if n.id in need]
+    if any(n.op is Op.GATHER for n in seg.nodes):
+        outputs.append(("check",))
     seg.inputs, seg.outputs = list(inputs), outputs

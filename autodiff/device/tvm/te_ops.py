@@ -7,9 +7,9 @@ numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
 
 * comparisons give float32 masks (0 or 1); ``WHERE`` picks ``a`` where the mask is nonzero;
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
-* ``GATHER`` clamps indices to ``[0, N)`` (the numpy device raises ``IndexError`` on an
-  out-of-range index; a compiled kernel cannot, so it reads the nearest row instead of
-  reading outside the table);
+* ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
+  :func:`gather_check` counts the out-of-range indices, which the host reads after the
+  call to raise ``IndexError`` as the numpy device does;
 * ``SCATTER_ADD`` is a reduction over every index position (no atomics, any target).
 
 The matmul block is called ``"dot"``: :mod:`.schedule` finds matmul-like kernels by it.
@@ -90,6 +90,23 @@ def _gather(n: Node):
             r = tirx.max(tirx.min(idx[i[:k]], rows.astype("int32") - 1), 0)
             return table[(r, *i[k:])]
         return te.compute(n.shape, at, name="gather")
+    return build
+
+
+def gather_check(n: Node):
+    """TE for ``int32[1]``: how many indices of the ``GATHER`` node ``n`` lie outside
+    ``[0, N)`` (``N`` = table rows), from the index tensor alone."""
+    rows = int(n.srcs[0].shape[0])
+
+    def build(idx):
+        def bad(*i):
+            v = idx[i]
+            return tirx.Select(tirx.Or(v < 0, v >= rows), tirx.const(1, "int32"),
+                               tirx.const(0, "int32"))
+        if not idx.shape:
+            return te.compute((1,), lambda _: bad(), name="gather_check")
+        axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
+        return te.compute((1,), lambda _: te.sum(bad(*axes), axis=axes), name="gather_check")
     return build
 
 

@@ -4,15 +4,19 @@ Each segment becomes ``def segN(inputs...) -> R.Tuple(outputs...)`` built with
 ``relax.BlockBuilder``: every compute node is one ``emit_te`` of its tensor expression
 (:data:`.te_ops.TE`), so before fusion the module holds one PrimFunc per node. ``LOAD``
 reads the variable's current value in the function (its parameter, or the value of an
-earlier ``ASSIGN`` in the same function); ``ASSIGN`` only rebinds it.
+earlier ``ASSIGN`` in the same function); ``ASSIGN`` only rebinds it. A segment holding
+``GATHER`` also returns its out-of-range index counts (:func:`.te_ops.gather_check`). A
+loop running ``K`` iterations per call gets a second function, ``K`` unrolled copies of the
+first (:mod:`.batch`).
 """
 from __future__ import annotations
 
-from tvm import relax
+from tvm import relax, topi
 
 from ...graph.ir import Graph, Node, Op
-from .plan import Loop, Segment, plan
-from .te_ops import TE
+from .batch import choose_steps_per_call, emit_batched, inline
+from .plan import Loop, Segment, batch_segment, loops, plan
+from .te_ops import TE, gather_check
 
 
 def segments(steps) -> list[Segment]:
@@ -27,14 +31,16 @@ def _ty(shape, dtype):
     return relax.TensorType(tuple(int(d) for d in shape), dtype)
 
 
-def _param(key, nodes: dict[int, Node]):
+def _param(key, nodes: dict[int, Node], lead: tuple = ()):
+    """The Relax parameter for input ``key``; ``lead`` dims are prepended (stacked
+    per-iteration inputs of a batched function)."""
     if key[0] == "var":
         v = key[1]
         return relax.Var(f"{v.name or 'var'}_{v.id}".replace(".", "_"), _ty(v.shape, v.dtype))
     if key[0] == "iters":
-        return relax.Var("iters", _ty((2,), "uint32"))
+        return relax.Var("iters", _ty(lead + (2,), "uint32"))
     n = nodes[key[1]]
-    return relax.Var(f"{n.op.name.lower()}_{n.id}", _ty(n.shape, n.dtype))
+    return relax.Var(f"{n.op.name.lower()}_{n.id}", _ty(lead + tuple(n.shape), n.dtype))
 
 
 def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) -> None:
@@ -57,21 +63,38 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
                                             primfunc_name_hint=n.op.name.lower())
                 else:
                     raise NotImplementedError(f"tvm device: no translation for {n.op.name}")
-            outs = [cur[k[1].id] if k[0] == "var" else vals[k[1]] for k in seg.outputs]
+            checks = [bb.emit_te(gather_check(n), vals[n.srcs[1].id],
+                                 primfunc_name_hint="gather_check")
+                      for n in seg.nodes if n.op is Op.GATHER]
+            if len(checks) > 1:
+                checks = [bb.emit_te(lambda *c: topi.concatenate(list(c), 0), *checks,
+                                     primfunc_name_hint="gather_checks")]
+            outs = [cur[k[1].id] if k[0] == "var" else checks[0] if k[0] == "check"
+                    else vals[k[1]] for k in seg.outputs]
             result = bb.emit_output(relax.Tuple(outs))
         bb.emit_func_output(result)
 
 
-def translate(graph: Graph) -> tuple[list, relax.BlockBuilder]:
+def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax.BlockBuilder]:
     """The plan of ``graph`` and the Relax module of its segments.
+
+    Parameters
+    ----------
+    graph : Graph
+        The program.
+    steps_per_call : int or None
+        Loop iterations per device call where a loop allows it (:func:`.plan.batch_segment`);
+        None picks per loop (:func:`.batch.choose_steps_per_call`).
 
     Returns
     -------
     steps : list
-        :func:`.plan.plan` of ``graph``, inputs and outputs filled.
+        :func:`.plan.plan` of ``graph``, inputs and outputs filled, each
+        :attr:`.plan.Loop.steps_per_call` set.
     mod : tvm.IRModule
         One Relax function per segment that has outputs (named ``segment.name``), calling
-        one PrimFunc per compute node (unfused).
+        one PrimFunc per compute node (unfused), and one ``K``-step function (unrolled)
+        per loop with ``steps_per_call`` ``K`` above 1.
 
     Raises
     ------
@@ -84,4 +107,12 @@ def translate(graph: Graph) -> tuple[list, relax.BlockBuilder]:
     for seg in segments(steps):
         if seg.outputs:
             _emit_segment(bb, seg, nodes)
-    return steps, bb.get()
+    for loop in loops(steps):
+        seg = batch_segment(loop)
+        if seg is not None:
+            loop.steps_per_call = choose_steps_per_call(loop, seg, steps_per_call)
+            if loop.steps_per_call > 1:
+                emit_batched(bb, seg, loop.steps_per_call,
+                             lambda key, lead=(): _param(key, nodes, lead))
+    mod = bb.get()
+    return steps, inline(mod) if any(lp.steps_per_call > 1 for lp in loops(steps)) else mod
