@@ -2,7 +2,6 @@
 buffers, the report carries the plan, and a broken plan really breaks the numbers."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
@@ -12,15 +11,13 @@ import autodiff as ad
 from autodiff import alloc, nn
 from autodiff.alloc import PlanError
 from autodiff.optim import SGD, AdamW
+from example_loader import load_example
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
 def _linear_module():
-    spec = importlib.util.spec_from_file_location("example_linear", EXAMPLES / "linear.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("linear")
 
 
 def run_linear(steps=5, **options):

@@ -6,7 +6,6 @@ transformer.
 """
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
@@ -19,16 +18,14 @@ from autodiff.graph.trace import TRACER
 from autodiff.optim import SGD, AdamW
 from autodiff.procedural import lower
 from autodiff.procedural.ir import BufferKind
+from example_loader import load_example
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 ALIGN = 128        # bytes: OpenCL's usual CL_DEVICE_MEM_BASE_ADDR_ALIGN of 1024 bits
 
 
 def _example(name):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example(name)
 
 
 def _compile_traced():

@@ -2,7 +2,6 @@
 traced once) agrees with the numpy reference device within 1e-4 relative."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 
 from autodiff.device.opencl import device
+from example_loader import load_example
 
 try:
     device.candidates()
@@ -22,10 +22,7 @@ RTOL = 1e-4           # after 1000 SGD steps (float32 sums rounded in another or
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("example_linear", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("linear")
 
 
 @pytest.mark.slow

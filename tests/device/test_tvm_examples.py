@@ -2,12 +2,12 @@
 device is checked in tests/examples/test_linear.py) and a short transformer.py run."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import pathlib
 
 import numpy as np
 import pytest
+from example_loader import load_example
 
 pytest.importorskip("tvm", reason="the tvm device needs the [tvm] extra")
 torch = pytest.importorskip("torch")
@@ -16,10 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example(name)
 
 
 @pytest.mark.slow

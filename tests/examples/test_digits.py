@@ -1,21 +1,18 @@
 """End to end: examples/digits.py reaches >= 95% held-out accuracy on load_digits."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
 import pytest
+from example_loader import load_example
 
 pytest.importorskip("sklearn")
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "digits.py"
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("example_digits", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("digits")
 
 
 def test_split_is_80_20_and_disjoint():

@@ -1,21 +1,18 @@
 """End to end: examples/linear.py (1000 SGD steps traced once) against PyTorch."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
 import pytest
 import torch
+from example_loader import load_example
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "linear.py"
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("example_linear", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("linear")
 
 
 def _torch_reference(state, steps: int, lr: float):

@@ -1,21 +1,18 @@
 """End to end: a short run of examples/transformer.py (tiny dims, 30 steps) must learn."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import pathlib
 
 import numpy as np
 import pytest
+from example_loader import load_example
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "transformer.py"
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("example_transformer", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("transformer")
 
 
 def test_corpus_and_vocabulary():

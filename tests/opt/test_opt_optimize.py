@@ -1,7 +1,6 @@
 """The pass driver: options, the report, printing, and known-graph node counts."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
@@ -12,6 +11,7 @@ from autodiff.graph.ir import Op
 from autodiff.opt import PASSES, optimize
 from autodiff.runtime import Report
 from opt_helpers import assert_same_results, check_wellformed, run, snapshot, trace
+from example_loader import load_example
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "linear.py"
 
@@ -22,10 +22,7 @@ LINEAR_COUNTS = {"traced": 55, "simplify": 54, "cse": 51, "prune": 47, "inplace"
 
 
 def _linear_example():
-    spec = importlib.util.spec_from_file_location("example_linear_opt", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("linear")
 
 
 def test_linear_example_shrinks_by_a_known_count_and_trains_the_same():
