@@ -65,6 +65,11 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         t = time.perf_counter()
         __import__(system.framework)
         result["import_s"] = time.perf_counter() - t
+        if system.options:         # e.g. tune=True: every execute() of this child gets them
+            import functools
+
+            import autodiff
+            autodiff.execute = functools.partial(autodiff.execute, **dict(system.options))
         w = WORKLOADS.get(workload)
         if w is None:
             outcome, flops, metrics = charlm.run(system.mode, steps), None, {}
@@ -81,6 +86,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         result["gflops"] = (flops / figs["step_ms"] / 1e6
                             if flops and figs["step_ms"] else None)
         result.update(report.device_figures(outcome.stats.get("device_stats", {})))
+        result["notes"] = list(result["notes"] or []) + _tvm_notes(outcome.stats)
         result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         if outcome.params:
             np.savez(out / "params.npz", **outcome.params)
@@ -95,6 +101,25 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
     result.setdefault("rss_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     (out / "result.json").write_text(json.dumps(result))
     return result
+
+
+def _tvm_notes(stats: dict) -> list[str]:
+    """The TVM device's compile and tuning seconds, reported apart, and its loop
+    iterations per device call (``[]`` for other systems)."""
+    tvm = (stats.get("device_stats") or {}).get("tvm")
+    if not isinstance(tvm, dict):
+        return []
+    compile_s = sum(tvm.get(k, 0.0) for k in ("translate_s", "fuse_s", "schedule_s",
+                                              "build_s", "load_s"))
+    out = [f"compile {compile_s:.1f} s"]
+    if "tune_s" in tvm:
+        out.append(f"tuning {tvm['tune_s']:.1f} s ({tvm.get('tune_trials', 0)} trials, "
+                   f"{tvm.get('tuned_kernels', 0)} kernels tuned)")
+    elif tvm.get("cache_hit"):
+        out[0] = "compiled module reused"
+    if tvm.get("steps_per_call", 1) > 1:
+        out.append(f"{tvm['steps_per_call']} steps per call")
+    return out
 
 
 # -- parent ---------------------------------------------------------------------------------
@@ -207,6 +232,8 @@ def run_all(args, argv: list[str]) -> dict:
                 "no PyTorch/JAX version of W5" if system.peer else None)
         if args.quick and (name, system.name) in QUICK_SKIP:
             skip = QUICK_SKIP[(name, system.name)]
+        if args.quick and system.full_only:
+            skip = "skipped (--quick): full run only (tuning takes minutes)"
         if args.quick and name == charlm.NAME and not skip:
             skip = "skipped (--quick): full run only"
         t = time.perf_counter()
@@ -214,8 +241,8 @@ def run_all(args, argv: list[str]) -> dict:
             row, p = {"workload": name, "system": system.name, "peer": system.peer,
                       "status": skip}, {}
         else:
-            row, p = run_pair(name, system, steps, args.threads, args.timeout,
-                              args.caches == "warm")
+            row, p = run_pair(name, system, steps, args.threads,
+                              max(args.timeout, system.timeout_s or 0), args.caches == "warm")
         params[(name, system.name)] = p
         by_workload.setdefault(name, []).append(row)
         msg = row["status"] if row["status"] != "ok" else \

@@ -18,10 +18,16 @@ class System:
         framework: ``"autodiff"``, ``"torch"`` or ``"jax"``.
         mode: the autodiff device, or ``"eager"``/``"compile"`` (torch), ``"jit"``/``"fori"``
             (JAX).
+        options: ``(name, value)`` pairs passed to ``autodiff.execute`` (autodiff only).
+        full_only: skipped under ``--quick``.
+        timeout_s: time limit of one pair when longer than ``--timeout`` (seconds).
     """
     name: str
     framework: str
     mode: str
+    options: tuple = ()
+    full_only: bool = False
+    timeout_s: float | None = None
 
     @property
     def peer(self) -> bool:
@@ -33,10 +39,19 @@ PEERS = (System("torch-eager", "torch", "eager"), System("torch.compile", "torch
          System("jax-jit", "jax", "jit"), System("jax-fori", "jax", "fori"))
 
 
+#: Extra autodiff configurations after the plain devices: the TVM device with its
+#: matmul kernels tuned by meta_schedule (records kept in the tuning database under the
+#: user's cache dir, so a rerun tunes nothing); tuning takes minutes, so full runs only.
+#: A first tuning of W2 on 2 loaded cores ran over 600 s, hence the longer pair limit.
+VARIANTS = (System("autodiff:tvm-tuned", "autodiff", "tvm", (("tune", True),), True, 1800.0),)
+
+
 def systems() -> list[System]:
-    """Every autodiff device in :data:`autodiff.device.DEVICES`, then the peers."""
+    """Every autodiff device in :data:`autodiff.device.DEVICES`, then :data:`VARIANTS`,
+    then the peers."""
     from autodiff.device import DEVICES
-    return [System(f"autodiff:{d}", "autodiff", d) for d in DEVICES] + list(PEERS)
+    return [System(f"autodiff:{d}", "autodiff", d) for d in DEVICES] + \
+        [v for v in VARIANTS if v.mode in DEVICES] + list(PEERS)
 
 
 def missing(system: System) -> str | None:

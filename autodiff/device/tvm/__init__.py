@@ -88,10 +88,13 @@ def _count_kernels(mod) -> int:
 
 def fuse(mod):
     """``mod`` with its per-node PrimFuncs fused (injective and reduction chains, matmul
-    epilogues) by Relax ``FuseOps`` + ``FuseTIR``."""
+    epilogues) by Relax ``FuseOps`` + ``FuseTIR``, then the private one-step copies inlined
+    into the ``K``-step functions (:mod:`.batch`; fusing before unrolling keeps the fusion
+    passes' time independent of ``K``)."""
     seq = tvm.ir.transform.Sequential([
         relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
-        relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])
+        relax.transform.FuseTIR(), relax.transform.InlinePrivateFunctions(),
+        relax.transform.DeadCodeElimination()])
     return seq(mod)
 
 
@@ -186,8 +189,9 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
         called first, then one call runs them, then their Receivers (:mod:`.batch`). An
         ``int`` in ``[1, 128]`` is used as given (``1``: Feeders and Receivers of
         different iterations never reorder); None (default) picks 16 for a body of at most
-        about 2e7 FLOPs (a step of well under a millisecond, where the 10-25 us of host
-        overhead per call matter) and 1 for larger bodies.
+        about 2e7 FLOPs (a step of well under a millisecond, where the 25-130 us of host
+        overhead per call matter) and 1 for larger bodies, lowered so the unrolled
+        function stays under 8192 graph IR nodes (its build time grows with ``K``).
     options
         Other stages' options, ignored.
 

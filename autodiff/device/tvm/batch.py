@@ -5,8 +5,8 @@ conversion, the call and result unpacking: about 25 us per step for W1 (5 variab
 about 130 us for W2 (about 100 variables) on the benchmark machine, a large part of a small
 training step. A loop whose body is one segment (:func:`.plan.batch_segment`) gets a
 second Relax function ``<segment>_x<K>``: ``K`` copies of the body unrolled in one
-function (emitted as calls of a private copy of the one-step function, inlined by
-:func:`inline` before fusion), the variables chained from one step to the next. Calling a
+function (emitted as calls of a private copy of the one-step function, inlined after
+fusion by :func:`autodiff.device.tvm.fuse`), the variables chained from one step to the next. Calling a
 Relax function ``K`` times without inlining was measured slower per step than calling it
 from Python (the nested calls cost more VM time than the host time they save); unrolled,
 Relax plans the memory of the whole function and the host overhead is paid once per ``K``
@@ -20,13 +20,16 @@ earlier ones. The one-step function stays for the remainder of the range and for
 recovery (:mod:`.runtime`).
 
 The unrolled copies call the same kernels (structurally equal PrimFuncs are shared), so the
-kernel count grows by the slice and stack kernels only; the Relax function and its
-compile time grow with ``K`` (W1: 0.16 s build at ``K`` = 1, 0.24 s at 16, 0.33 s at 32).
+kernel count grows by the slice and stack kernels only, but the Relax function, and the
+time ``tvm.compile`` spends on it, grow with ``K`` times the body's size (W2, 1551 nodes:
+1.2 s build at ``K`` = 1, 1.9 s at 4, 5.2 s at 16). Hence the automatic ``K``
+(:func:`choose_steps_per_call`) is capped by :data:`UNROLL_NODES`.
 """
 from __future__ import annotations
 
 import numpy as np
 from tvm import relax, te, topi
+from tvm.relax.utils import copy_with_new_vars
 
 from ...graph.ir import Op
 from .plan import Loop, Segment
@@ -40,6 +43,9 @@ MAX_STEPS_PER_CALL = 128
 #: iteration per call: it runs about a millisecond, so the 10-25 us saved are noise,
 #: while its Receivers would report in bursts of ``K``.
 SMALL_BODY_FLOPS = 2e7
+#: ``steps_per_call=None`` keeps ``K`` times the body's node count under this (W1, 45
+#: nodes: ``K`` = 16; W2, 1551 nodes: ``K`` = 5).
+UNROLL_NODES = 8192
 #: Cap on the bytes of stacked per-iteration inputs and outputs of one call.
 STACK_BYTES = 64 << 20
 
@@ -88,8 +94,9 @@ def choose_steps_per_call(loop: Loop, seg: Segment, requested: int | None) -> in
     requested : int or None
         The user's ``steps_per_call``: an ``int`` is used as given (capped by the loop's
         length); None picks :data:`DEFAULT_STEPS_PER_CALL` for a body of at most
-        :data:`SMALL_BODY_FLOPS` and 1 otherwise, and keeps the stacked per-iteration data
-        of a call under :data:`STACK_BYTES`.
+        :data:`SMALL_BODY_FLOPS` and 1 otherwise, lowered to keep the unrolled function
+        under :data:`UNROLL_NODES` nodes and the stacked per-iteration data of a call
+        under :data:`STACK_BYTES`.
 
     Returns
     -------
@@ -111,13 +118,9 @@ def choose_steps_per_call(loop: Loop, seg: Segment, requested: int | None) -> in
     if body_flops(seg) > SMALL_BODY_FLOPS:
         return 1
     nodes_by_id = {m.id: m for m in seg.nodes + seg.feeders}
-    k = min(DEFAULT_STEPS_PER_CALL, n, max(1, STACK_BYTES // _step_bytes(seg, nodes_by_id)))
+    k = min(DEFAULT_STEPS_PER_CALL, n, UNROLL_NODES // max(len(seg.nodes), 1),
+            STACK_BYTES // _step_bytes(seg, nodes_by_id))
     return k if k > 1 else 1
-
-
-def inline(mod):
-    """``mod`` with the private one-step copies inlined into the ``K``-step functions."""
-    return relax.transform.InlinePrivateFunctions()(mod)
 
 
 def _take(stacked: te.Tensor, at: te.Tensor) -> te.Tensor:
@@ -132,7 +135,8 @@ def _stack(*xs: te.Tensor) -> te.Tensor:
 
 def emit_batched(bb: relax.BlockBuilder, seg: Segment, k: int, param) -> None:
     """Add ``<seg>_x<k>``: ``k`` calls of a private copy of the already emitted one-step
-    function ``seg`` (:func:`inline` then unrolls them).
+    function ``seg`` (``InlinePrivateFunctions`` in :func:`autodiff.device.tvm.fuse` then
+    unrolls them).
 
     Parameters
     ----------
@@ -151,7 +155,8 @@ def emit_batched(bb: relax.BlockBuilder, seg: Segment, k: int, param) -> None:
     step, the other outputs stacked ``[k, ...]`` (row ``j``: step ``j``).
     """
     public = bb.get()[bb.get().get_global_var(seg.name)]
-    step = bb.add_func(public.without_attr("global_symbol"), f"{seg.name}_inline")
+    step = bb.add_func(copy_with_new_vars(public).without_attr("global_symbol"),
+                       f"{seg.name}_inline")
     stacked = stacked_inputs(seg)
     params = [param(key, (k,)) if key in stacked else param(key) for key in seg.inputs]
     with bb.function(batched_name(seg, k), params):

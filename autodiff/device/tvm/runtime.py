@@ -126,7 +126,7 @@ class Executable:
             for key, t in zip(seg.outputs, res):
                 if key[0] == "var":
                     vars_[key[1]] = t
-                else:
+                elif key[0] == "val":
                     env[key[1]] = t
         if receive:
             for r in seg.receivers:

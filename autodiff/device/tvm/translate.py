@@ -14,7 +14,7 @@ from __future__ import annotations
 from tvm import relax, topi
 
 from ...graph.ir import Graph, Node, Op
-from .batch import choose_steps_per_call, emit_batched, inline
+from .batch import choose_steps_per_call, emit_batched
 from .plan import Loop, Segment, batch_segment, loops, plan
 from .te_ops import TE, gather_check
 
@@ -114,5 +114,4 @@ def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax
             if loop.steps_per_call > 1:
                 emit_batched(bb, seg, loop.steps_per_call,
                              lambda key, lead=(): _param(key, nodes, lead))
-    mod = bb.get()
-    return steps, inline(mod) if any(lp.steps_per_call > 1 for lp in loops(steps)) else mod
+    return steps, bb.get()
