@@ -10,7 +10,7 @@ import numpy as np
 from scipy import special
 
 from ...graph.ir import COMPARE, Graph, Node, Op
-from ..host import call_feeder, call_receiver, check_feed  # noqa: F401 (re-exported)
+from ..host import call_feeder, call_receiver
 from ...graph.rng import philox_uniform
 
 F32 = np.float32

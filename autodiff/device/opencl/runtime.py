@@ -30,7 +30,7 @@ import numpy as np
 
 from ...errors import FeederError, ReceiverError
 from ...graph.rng import iteration_words
-from ..numpy.interpreter import check_feed
+from ..host import check_feed
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
 #: in flight on the device
