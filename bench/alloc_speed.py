@@ -23,7 +23,7 @@ from autodiff import alloc, opt
 from autodiff.alloc.inplace import merge_inplace
 from autodiff.fusion import fuse
 from autodiff.graph.trace import TRACER
-from autodiff.optim import SGD, AdamW
+from autodiff.optim import AdamW
 from autodiff.procedural import lower
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
@@ -43,18 +43,8 @@ def _finish():
 
 
 def linear_graph():
-    net = _example("linear").build()
-    sgd = SGD(net.parameters(), lr=0.01)
-    batch = np.full((2, 255), 0.2, np.float32)
-
-    def step():
-        sgd.zero_grad()
-        loss = net(ad.Feeder(lambda: batch, shape=[2, 255], name="x")).sum()
-        loss.backward()
-        sgd.step()
-        ad.Receiver(lambda v: None, [loss], name="loss")
-
-    ad.ir_for(10, step)
+    linear = _example("linear")
+    linear.trace(linear.build(), 10)
     return _finish()
 
 

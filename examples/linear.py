@@ -20,10 +20,10 @@ def build(seed: int = 0):
     return Sequential(Linear(255, 255), Sigmoid(), Linear(255, 255))
 
 
-def train(net, steps: int = 1000, device: str | None = None, lr: float = 0.01, **options):
-    """Trace and run ``steps`` SGD steps on a constant [2, 255] batch of 0.2.
+def trace(net, steps: int = 1000, lr: float = 0.01) -> list[float]:
+    """Trace ``steps`` SGD steps on a constant [2, 255] batch of 0.2 (nothing runs yet).
 
-    Returns ``(losses, report)``: the per-iteration losses (float) and the execute report.
+    Returns the list the loss Receiver appends each iteration's loss (float) to.
     """
     opt = SGD(net.parameters(), lr=lr)
     batch = np.full((2, 255), 0.2, dtype=np.float32)
@@ -38,6 +38,15 @@ def train(net, steps: int = 1000, device: str | None = None, lr: float = 0.01, *
         ad.Receiver(lambda v: losses.append(float(v)), [loss], name="loss")
 
     ad.ir_for(range(steps), step)
+    return losses
+
+
+def train(net, steps: int = 1000, device: str | None = None, lr: float = 0.01, **options):
+    """Trace and run ``steps`` SGD steps (see :func:`trace`).
+
+    Returns ``(losses, report)``: the per-iteration losses (float) and the execute report.
+    """
+    losses = trace(net, steps, lr)
     report = ad.execute(device=device, **options)
     return losses, report
 

@@ -10,7 +10,7 @@ import pytest
 import autodiff as ad
 from autodiff import alloc, nn
 from autodiff.alloc import PlanError
-from autodiff.optim import SGD, AdamW
+from autodiff.optim import AdamW
 from example_loader import load_example
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"

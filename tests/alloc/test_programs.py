@@ -15,7 +15,7 @@ import autodiff as ad
 from autodiff import opt
 from autodiff.alloc import liveness, plan_memory, plot, verify
 from autodiff.graph.trace import TRACER
-from autodiff.optim import SGD, AdamW
+from autodiff.optim import AdamW
 from autodiff.procedural import lower
 from autodiff.procedural.ir import BufferKind
 from example_loader import load_example
@@ -36,18 +36,8 @@ def _compile_traced():
 
 def linear_program(steps=3):
     """examples/linear.py's training loop: Linear(255,255)-Sigmoid-Linear, SGD."""
-    net = _example("linear").build()
-    sgd = SGD(net.parameters(), lr=0.01)
-    batch = np.full((2, 255), 0.2, np.float32)
-
-    def step():
-        sgd.zero_grad()
-        loss = net(ad.Feeder(lambda: batch, shape=[2, 255], name="x")).sum()
-        loss.backward()
-        sgd.step()
-        ad.Receiver(lambda v: None, [loss], name="loss")
-
-    ad.ir_for(steps, step)
+    linear = _example("linear")
+    linear.trace(linear.build(), steps)
     return _compile_traced()
 
 

@@ -30,6 +30,7 @@ from autodiff.procedural.ir import DotProduct, Elementwise, FusedKernel, Reduce
 from autodiff.procedural.printer import format_value
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "procedural"))
+from example_loader import load_example  # noqa: E402
 from helpers import check_against_interpreter, groups, trace  # noqa: E402
 
 LINEAR_UNFUSED = 23
@@ -64,19 +65,8 @@ def test_linear_example_loop_body_fuses_to_8_kernels():
 
 
 def test_execute_with_procedural_ir_prints_the_fused_listing(capsys):
-    ad.manual_seed(0)
-    net = Sequential(Linear(255, 255), Sigmoid(), Linear(255, 255))
-    opt = SGD(net.parameters(), lr=0.01)
-    batch = np.full((2, 255), 0.2, np.float32)
-    losses = []
-
-    def step():
-        opt.zero_grad()
-        loss = net(ad.Feeder(lambda: batch, shape=[2, 255], name="x")).sum()
-        loss.backward()
-        opt.step()
-        ad.Receiver(lambda v: losses.append(float(v)), [loss], name="loss")
-    ad.ir_for(range(5), step)
+    linear = load_example("linear")
+    losses = linear.trace(linear.build(0), 5)
     report = ad.execute(ir="procedural", optimize_graph=False)
     assert report.stats["kernels"] == f"{LINEAR_UNFUSED} unfused -> {LINEAR_FUSED}"
     assert len(losses) == 5 and losses[-1] < losses[0]

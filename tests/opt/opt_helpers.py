@@ -96,3 +96,17 @@ def check_wellformed(graph: Graph) -> None:
     top = {n.id for n in graph.nodes}
     for o in graph.outputs:
         assert o.id in top, f"output {o} is not a top-level node"
+
+
+def apply_exact_pass(build, graph_pass, name: str):
+    """Trace ``build``, apply ``graph_pass`` and check what every exact pass must keep: the
+    input graph untouched, a well-formed result, the same effects in the same order, and
+    bit-identical results on the numpy device. Returns ``(before, after)``."""
+    g = trace(build)
+    before = snapshot(g)
+    out = graph_pass(g)
+    assert snapshot(g) == before, f"{name} modified its input"
+    check_wellformed(out)
+    assert effects(out) == effects(g)
+    assert_same_results(run(g), run(out), rtol=0, atol=0)
+    return g, out
