@@ -13,9 +13,14 @@ cold for little more coverage of the renderer: its kernel kinds and special valu
 appear within the first few dozen programs (the first 60 found relu(nan) == 0). Examples
 are derandomized so CI sees the same programs every run; set ``HYPOTHESIS_RANDOM=1`` to
 explore fresh ones locally.
+
+The default compile runs these small programs as launch chains (every kernel body in one
+work-item, :mod:`autodiff.device.opencl.chain`); :data:`PARALLEL_EXAMPLES` more run with
+``chain_work=0``, every kernel on its own NDRange, as large kernels always do.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -39,6 +44,7 @@ except device.OpenCLUnavailable as e:
 DERANDOMIZE = not os.environ.get("HYPOTHESIS_RANDOM")
 RTOL, ATOL = 1e-5, 1e-6
 EXAMPLES = 80
+PARALLEL_EXAMPLES = 30
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
@@ -50,3 +56,14 @@ def test_opencl_matches_the_graph_interpreter(spec):
     g = optimize(prog.graph)
     got = execute_graph(prog, g, interpreter=opencl.compile)
     assert_same(ref, got, RTOL, ATOL, "opencl")
+
+
+@settings(max_examples=PARALLEL_EXAMPLES, deadline=None, derandomize=DERANDOMIZE,
+          database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(specs())
+def test_opencl_ndrange_launches_match_the_graph_interpreter(spec):
+    prog = build(spec)
+    ref = execute_graph(prog, prog.graph)
+    g = optimize(prog.graph)
+    got = execute_graph(prog, g, interpreter=functools.partial(opencl.compile, chain_work=0))
+    assert_same(ref, got, RTOL, ATOL, "opencl (no chains)")

@@ -2,7 +2,9 @@
 
 ``compile(graph)`` runs lower (:mod:`autodiff.procedural`) -> fuse (:mod:`autodiff.fusion`,
 when present) -> plan (:mod:`autodiff.alloc`, else one slot per buffer) -> render
-(:mod:`.codegen`, one kernel per kernel statement, all in one program) -> build, and returns
+(:mod:`.codegen`, one kernel body per kernel statement, all in one program) -> chain
+(:mod:`.chain`: runs of small kernels become one single-work-item launch, the others get
+an NDRange wrapper) -> build, and returns
 an :class:`~.runtime.Executable` whose ``run`` drives the ``For`` loops from the host.
 
 Arena layout (floats): ``SLACK`` | error flag (16) | parameters written by loops |
@@ -14,7 +16,8 @@ import time
 
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
                               ReceiverRead)
-from . import codegen, kernels, philox, render
+from . import chain, codegen, kernels, philox, render
+from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
                       Receive, build, check_arena)
@@ -116,11 +119,13 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, sources, launches, top: bool = True):
+def _steps(stmts, off, bodies, launches, chain_work: int, top: bool = True):
+    """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
+    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, sources, launches, top=False)
+            body = _steps(s.body, off, bodies, launches, chain_work, top=False)
             feeds = [x for x in body if type(x) is Feed]
             callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
                             for x, _ in _walk(s.body))
@@ -132,16 +137,34 @@ def _steps(stmts, off, sources, launches, top: bool = True):
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
-            name = f"k{len(sources)}_{s.kind.replace('+', '_').lower()}"
-            for src in codegen.kernel(name, s, off):
-                sources.append(src)
-                la = Launch(src.name, src.global_size, src.local_size,
-                            rand=philox.uses_iteration_words(src.src))
-                launches.append(la)
-                steps.append(la)
+            name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
+            small = chain.work(s) <= chain_work
+            for src in codegen.kernel(name, s, off, d=BODY):
+                bodies.append(src)
+                prev = steps[-1] if steps and type(steps[-1]) is Launch else None
+                if small and prev is not None and launches[prev][0]:
+                    launches[prev][1].append(src)
+                else:
+                    la = Launch(src.name, src.global_size, src.local_size)
+                    launches[la] = (small, [src])
+                    steps.append(la)
         else:
             raise NotImplementedError(f"opencl: no step for {type(s).__name__}")
     return steps
+
+
+def _wrappers(launches: dict) -> list:
+    """Give every launch its kernel: the NDRange wrapper of a lone body, or a chain."""
+    out = []
+    for la, (_, members) in launches.items():
+        if len(members) == 1:
+            src = chain.wrap(members[0])
+        else:
+            src = chain.chain(f"c{len(out)}_x{len(members)}", members)
+        la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
+        la.rand = any(philox.uses_iteration_words(m.src) for m in members)
+        out.append(src)
+    return out
 
 
 def _walk(stmts):
@@ -165,13 +188,17 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     Args:
         graph: the (optimized) graph IR program.
         report: the ``execute()`` report; ``report.stats["opencl"]`` gets the kernel count,
+            the launch steps and the chains among them,
             source size, the seconds spent lowering, fusing, planning, rendering, building,
             and the arena size.
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
             (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us));
-            ``fuse=False`` skips fusion; others are ignored here.
+            ``fuse=False`` skips fusion; ``chain_work`` (flops or points) is the largest
+            kernel run inside a launch chain (:mod:`.chain`; default
+            :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
+            others are ignored here.
 
     Returns:
         An :class:`~.runtime.Executable`.
@@ -194,11 +221,16 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = _layout(prog, planned, planned_bytes)
     t = time.perf_counter()
-    sources, launches = [], []
-    steps = _steps(prog.body, off, sources, launches)
-    src = render.program(sources)
+    bodies, by_launch = [], {}
+    chain_work = options.get("chain_work", chain.default_work(dev))
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work)
+    sources = _wrappers(by_launch)
+    launches = list(by_launch)
+    src = render.program(bodies + sources)
     stats["render_s"] = time.perf_counter() - t
-    stats["kernels"] = len(sources)
+    stats["kernels"] = len(bodies)
+    stats["launches"] = len(sources)
+    stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
     stats["source_chars"] = len(src)
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()

@@ -62,3 +62,31 @@ class Dialect:
 
 
 OPENCL = Dialect()
+
+
+class Body(Dialect):
+    """A kernel's work-item body as an inline function of its global index.
+
+    ``signature(name, params)`` declares ``static inline void name_body(params..., g0, g1,
+    g2)`` and the global index along axis ``i`` is the argument ``g{i}``. A *wrapper*
+    kernel then runs the body, either once per work-item of an NDRange
+    (:func:`.chain.wrap`) or in plain loops over the whole index space inside a launch that
+    runs several bodies back to back (:func:`.chain.chain`). Bodies may not use local or
+    group indices (nothing shared between work-items, no barrier), which holds for every
+    CPU template in :mod:`.kernels`.
+    """
+    name = "opencl-body"
+    kernel = "static inline void"
+    ids = {"global": "g{i}"}
+
+    def signature(self, name: str, params: list[str]) -> str:
+        args = params + [f"const int g{i}" for i in range(3)]
+        return f"{self.kernel} {body_name(name)}({', '.join(args)})"
+
+
+def body_name(kernel: str) -> str:
+    """The C name of kernel ``kernel`` 's body function under :data:`BODY`."""
+    return f"{kernel}_body"
+
+
+BODY = Body()

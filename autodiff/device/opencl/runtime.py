@@ -112,7 +112,7 @@ def build(ctx, device, src: str, names: list[str]):
 
 
 # -- steps --------------------------------------------------------------------------------
-@dataclass
+@dataclass(eq=False)
 class Launch:
     name: str
     global_size: tuple

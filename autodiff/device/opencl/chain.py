@@ -1,0 +1,87 @@
+"""Launch chaining: run consecutive small kernels as one launch of one work-item.
+
+Every kernel body is rendered as an inline function of its global index (the
+:data:`~.dialect.BODY` dialect). A *wrapper* kernel then either
+
+* runs one body per work-item over the body's own NDRange (:func:`wrap`, the usual
+  parallel launch), or
+* runs the bodies of several consecutive kernels back to back, each in plain loops over
+  its whole index space, in a single work-item (:func:`chain`): one launch instead of many.
+
+A launch costs the host 1.3-1.7 us to enqueue and PoCL several more to schedule over its
+worker threads (``/work/shared/POCL.md``), which dominates kernels of a few thousand
+flops: a 6-layer d64 transformer step has hundreds of them. Chaining trades the second
+core for the launch overhead, so only kernels whose work is below :data:`CHAIN_WORK` join
+a chain; a larger kernel keeps its parallel launch and ends the chain. Chains never cross
+a Feeder write or Receiver read (those are queue commands between launches) nor a loop
+boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
+sequential C, so the order of the bodies is the program order and no barrier is needed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ...procedural.ir import Copy, DotProduct, Elementwise, FusedKernel, Gather, Reduce, ScatterAdd
+from .dialect import OPENCL, body_name
+from .kernels import Source
+
+#: largest kernel (flops of a dot product, else points of its index space) that joins a
+#: chain; measured on PoCL with 2 cores (BENCHMARKS.md, "Launch chaining")
+CHAIN_WORK = 1 << 18
+
+
+def default_work(device) -> int:
+    """:data:`CHAIN_WORK` on a CPU device; 0 (no chains) elsewhere: a GPU needs every
+    work-item it can get, and a one-work-item launch would waste all but one."""
+    import pyopencl as cl
+    return CHAIN_WORK if device.type & cl.device_type.CPU else 0
+
+
+def work(stmt) -> int:
+    """Size of a kernel statement: ``2*M*N*K*batch`` flops for a dot product, else the
+    number of points of its index space (reduced points included)."""
+    k = stmt.kernel if isinstance(stmt, FusedKernel) else stmt
+    if isinstance(k, DotProduct):
+        return 2 * math.prod(k.shape) * k.k.extent
+    if isinstance(k, (Elementwise, Reduce)):
+        return math.prod(k.shape)
+    if isinstance(k, Copy):
+        return k.src.size
+    if isinstance(k, Gather):
+        return k.out.size
+    if isinstance(k, ScatterAdd):
+        return k.updates.size + k.out.size
+    return 1 << 62      # unknown: never chained
+
+
+def wrap(body: Source, d=OPENCL) -> Source:
+    """A kernel running ``body`` (rendered with :data:`~.dialect.BODY`) once per work-item
+    of its own NDRange; same name and launch sizes."""
+    ids = ", ".join(d.index("global", i) if i < len(body.global_size) else "0"
+                    for i in range(3))
+    src = (d.signature(body.name, [f"{d.pointer()} restrict buf"]) + " {\n"
+           f"  {body_name(body.name)}(buf, {ids});\n}}")
+    return Source(body.name, src, body.global_size, body.local_size, body.flops)
+
+
+def chain(name: str, bodies: list[Source], d=OPENCL) -> Source:
+    """A one-work-item kernel running ``bodies`` in order, each over its padded global
+    size (a body returns early past its real extent, as in its NDRange form)."""
+    L = ["__attribute__((reqd_work_group_size(1, 1, 1)))",
+         d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
+    for b in bodies:
+        g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
+        loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
+        args = ", ".join(f"g{i}" if g[i] > 1 else "0" for i in range(3))
+        L.append(f"  {' '.join(loops)} {body_name(b.name)}(buf, {args});".replace("   ", " "))
+    L.append("}")
+    return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
+
+
+@dataclass
+class Segment:
+    """Consecutive launches of one step list that run as one chain (``members`` are the
+    body sources, in order); ``rand``: some member draws random numbers."""
+    members: list = field(default_factory=list)
+    rand: bool = False

@@ -1,0 +1,113 @@
+"""Launch chaining on the OpenCL device (:mod:`autodiff.device.opencl.chain`): which kernels
+join a chain, that a chain never crosses a large kernel, a Feeder or a Receiver, and that
+chained and NDRange launches compute the same numbers."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autodiff as ad
+from autodiff.device.opencl import chain, device
+from autodiff.device.opencl.runtime import Feed, Launch, Loop, Receive
+
+try:
+    device.candidates()
+except device.OpenCLUnavailable as e:
+    pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import linear  # noqa: E402
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The executables ``opencl.compile`` returns during the test, in order."""
+    from autodiff.device import opencl
+    seen, real = [], opencl.compile
+
+    def spy(graph, report=None, **options):
+        seen.append(real(graph, report=report, **options))
+        return seen[-1]
+    monkeypatch.setattr(opencl, "compile", spy)
+    return seen
+
+
+def _linear(steps: int, **options):
+    net = linear.build(seed=1)
+    losses, report = linear.train(net, steps, device="opencl", **options)
+    return losses, [p.numpy() for p in net.parameters()], report.stats["opencl"]
+
+
+def _body_runs(steps) -> str:
+    """The host steps of the first loop body: C = chain launch, L = one-kernel launch,
+    F = Feeder write, R = Receiver read."""
+    lp = next(s for s in steps if type(s) is Loop)
+    kinds = {Feed: "F", Receive: "R"}
+    return "".join("C" if type(s) is Launch and s.name.startswith("c") else
+                   kinds.get(type(s), "L") for s in lp.body)
+
+
+def test_work_counts_flops_of_dot_products_and_points_otherwise():
+    from autodiff import procedural
+    rng = np.random.default_rng(0)
+    x = ad.Tensor(rng.standard_normal((6, 5)).astype(np.float32))
+    w = ad.Tensor(rng.standard_normal((5, 7)).astype(np.float32))
+    y = (x @ w).tanh().sum(-1)
+    ad.execute(device="numpy")
+    prog = procedural.lower(ad.runtime.TRACER.last.optimized)
+    sizes = {type(s).__name__: chain.work(s) for s, _ in prog.walk()}
+    assert sizes["DotProduct"] == 2 * 6 * 7 * 5
+    assert sizes["Reduce"] == 6 * 7
+    assert y.numpy().shape == (6,)
+
+
+def test_chained_and_ndrange_launches_agree_on_the_linear_example(compiled):
+    """Sizes 2x255 @ 255x255: every kernel is small, so the loop body is one chain; with
+    ``chain_work=0`` every kernel is its own launch. Both match after 30 SGD steps."""
+    l0, p0, s0 = _linear(30, chain_work=0)
+    l1, p1, s1 = _linear(30)
+    assert s0["launches"] == s0["kernels"] and s0["chains"] == 0
+    assert set(_body_runs(compiled[0].steps)) <= {"L", "F", "R"}
+    assert s1["kernels"] == s0["kernels"] and s1["chains"] >= 1
+    assert _body_runs(compiled[1].steps).count("C") >= 1
+    assert s1["launches"] < s1["kernels"]
+    np.testing.assert_allclose(l1, l0, rtol=1e-6, atol=0)
+    for a, b in zip(p1, p0):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_a_large_kernel_and_host_commands_end_a_chain(compiled):
+    """A small model (16x16 parameter, its loss, backward and SGD step: small kernels), a
+    Feeder and a 192^3 matmul of the fed value (14 Mflop, above CHAIN_WORK, its own
+    launch), a Receiver of both: chains form between the large launch and the host
+    commands, never two chains in a row."""
+    from autodiff.optim import SGD
+    rng = np.random.default_rng(2)
+    w0 = rng.standard_normal((16, 16)).astype(np.float32)
+    xs = [rng.standard_normal((192, 192)).astype(np.float32) for _ in range(3)]
+    w = ad.Tensor(w0, requires_grad=True)
+    opt = SGD([w], lr=0.1)
+    feed, got = iter(xs), []
+
+    def step():
+        opt.zero_grad()
+        x = ad.Feeder(lambda: next(feed), shape=[192, 192])
+        big = (x @ x).sigmoid().sum()
+        loss = ((w * 0.5).tanh() ** 2).sum()
+        ad.Receiver(lambda a, b: got.append((float(a), float(b))), [loss, big])
+        loss.backward()
+        opt.step()
+    ad.ir_for(range(3), step)
+    ad.execute(device="opencl")
+    runs = _body_runs(compiled[-1].steps)
+    assert {"C", "L", "F", "R"} <= set(runs), runs
+    assert "CC" not in runs, runs
+    wk = w0.astype(np.float64)
+    for (loss, big), x in zip(got, xs):
+        x64 = x.astype(np.float64)
+        np.testing.assert_allclose(big, np.sum(1 / (1 + np.exp(-(x64 @ x64)))), rtol=1e-5)
+        t = np.tanh(wk * 0.5)
+        np.testing.assert_allclose(loss, np.sum(t ** 2), rtol=1e-5)
+        wk = wk - 0.1 * (2 * t * (1 - t ** 2) * 0.5)
+    np.testing.assert_allclose(w.numpy(), wk, rtol=1e-5, atol=1e-6)
