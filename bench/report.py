@@ -54,7 +54,8 @@ def _flatten(d, prefix=""):
 
 
 def device_figures(device_stats: dict) -> dict:
-    """Kernels per iteration and the memory plan's figures from ``Report.stats``.
+    """Kernels and launches per iteration and the memory plan's figures from
+    ``Report.stats``.
 
     Keys are found by name (``...kernels_per_iteration``/``...kernels``,
     ``...arena_bytes``, ``...lower_bound_bytes``, ``...saved_pct``) so that any device's
@@ -72,6 +73,7 @@ def device_figures(device_stats: dict) -> dict:
 
     return {"kernels_per_iter": find("kernels_per_iteration", "kernels_per_iter",
                                      "kernels_per_step", "kernels"),
+            "launches_per_iter": find("launches"),
             "arena_bytes": find("arena_bytes"),
             "lower_bound_bytes": find("lower_bound_bytes"),
             "saved_pct": find("saved_pct")}
@@ -116,6 +118,7 @@ COLUMNS = [
     ("peak RSS (MB)", "rss_mb", lambda v: "-" if v is None else f"{v:.0f}", "low"),
     ("GFLOP/s", "gflops", lambda v: "-" if v is None else f"{v:.2f}", "high"),
     ("kern/it", "kernels_per_iter", lambda v: "-" if v is None else f"{v:g}", None),
+    ("launch/it", "launches_per_iter", lambda v: "-" if v is None else f"{v:g}", None),
     ("arena", "arena_bytes", _bytes, None),
     ("lower bd", "lower_bound_bytes", _bytes, None),
     ("saved", "saved_pct", lambda v: "-" if v is None else f"{v:.0f}%", None),
@@ -160,8 +163,8 @@ def _best_peers(rows: list[dict]) -> dict:
 
 
 #: Columns left out of a table when no row of it has a value (device-only figures).
-OPTIONAL = {"gflops", "kernels_per_iter", "arena_bytes", "lower_bound_bytes", "saved_pct",
-            "max_rel_diff", "check_rel_diff"}
+OPTIONAL = {"gflops", "kernels_per_iter", "launches_per_iter", "arena_bytes",
+            "lower_bound_bytes", "saved_pct", "max_rel_diff", "check_rel_diff"}
 
 
 def _columns(rows: list[dict]) -> list[tuple]:
@@ -305,8 +308,10 @@ METHOD = """- Every (workload, system) pair runs in its own subprocess (clean pe
 - The machine's cores are shared with other jobs: absolute times move with the load
   average; compare ratios within one run.
 - *GFLOP/s*: matmul FLOPs counted by hand (2mkn forward, 2mkn per operand gradient needed)
-  over the median step time. *kern/it*, *arena*, *lower bd*, *saved*: from autodiff's
-  `Report.stats` (kernels per iteration, memory plan arena vs the peak-live lower bound,
+  over the median step time. *kern/it*, *launch/it*, *arena*, *lower bd*, *saved*: from
+  autodiff's `Report.stats` (kernels per iteration, device launches per iteration (OpenCL
+  runs consecutive small kernels as one launch chain), memory plan arena vs the peak-live
+  lower bound,
   percent saved against no reuse); `-` where a device does not report them.
 - *rel diff*: max over parameters of max|p - p_ref| / max(max|p_ref|, 0.01), against
   autodiff's numpy device, at the end of the timed run (*end*) and, for W2 and W4, after

@@ -70,10 +70,11 @@ def test_agreement_against_the_numpy_device_with_peer_spread():
 
 def test_device_figures_found_by_name():
     stats = {"memory": {"arena_bytes": 4096, "lower_bound_bytes": 2048, "naive_bytes": 8192,
-                        "saved_pct": 50.0}, "kernels_per_iteration": 12}
+                        "saved_pct": 50.0}, "kernels_per_iteration": 12,
+             "opencl": {"launches": 3}}
     f = report.device_figures(stats)
-    assert f == {"kernels_per_iter": 12, "arena_bytes": 4096, "lower_bound_bytes": 2048,
-                 "saved_pct": 50.0}
+    assert f == {"kernels_per_iter": 12, "launches_per_iter": 3, "arena_bytes": 4096,
+                 "lower_bound_bytes": 2048, "saved_pct": 50.0}
     assert report.device_figures({})["arena_bytes"] is None
 
 

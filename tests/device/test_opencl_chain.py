@@ -20,19 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import linear  # noqa: E402
 
 
-@pytest.fixture
-def compiled(monkeypatch):
-    """The executables ``opencl.compile`` returns during the test, in order."""
-    from autodiff.device import opencl
-    seen, real = [], opencl.compile
-
-    def spy(graph, report=None, **options):
-        seen.append(real(graph, report=report, **options))
-        return seen[-1]
-    monkeypatch.setattr(opencl, "compile", spy)
-    return seen
-
-
 def _linear(steps: int, **options):
     net = linear.build(seed=1)
     losses, report = linear.train(net, steps, device="opencl", **options)
@@ -62,22 +49,22 @@ def test_work_counts_flops_of_dot_products_and_points_otherwise():
     assert y.numpy().shape == (6,)
 
 
-def test_chained_and_ndrange_launches_agree_on_the_linear_example(compiled):
+def test_chained_and_ndrange_launches_agree_on_the_linear_example(opencl_executables):
     """Sizes 2x255 @ 255x255: every kernel is small, so the loop body is one chain; with
     ``chain_work=0`` every kernel is its own launch. Both match after 30 SGD steps."""
     l0, p0, s0 = _linear(30, chain_work=0)
     l1, p1, s1 = _linear(30)
     assert s0["launches"] == s0["kernels"] and s0["chains"] == 0
-    assert set(_body_runs(compiled[0].steps)) <= {"L", "F", "R"}
+    assert set(_body_runs(opencl_executables[0].steps)) <= {"L", "F", "R"}
     assert s1["kernels"] == s0["kernels"] and s1["chains"] >= 1
-    assert _body_runs(compiled[1].steps).count("C") >= 1
+    assert _body_runs(opencl_executables[1].steps).count("C") >= 1
     assert s1["launches"] < s1["kernels"]
     np.testing.assert_allclose(l1, l0, rtol=1e-6, atol=0)
     for a, b in zip(p1, p0):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
-def test_a_large_kernel_and_host_commands_end_a_chain(compiled):
+def test_a_large_kernel_and_host_commands_end_a_chain(opencl_executables):
     """A small model (16x16 parameter, its loss, backward and SGD step: small kernels), a
     Feeder and a 192^3 matmul of the fed value (14 Mflop, above CHAIN_WORK, its own
     launch), a Receiver of both: chains form between the large launch and the host
@@ -100,7 +87,7 @@ def test_a_large_kernel_and_host_commands_end_a_chain(compiled):
         opt.step()
     ad.ir_for(range(3), step)
     ad.execute(device="opencl")
-    runs = _body_runs(compiled[-1].steps)
+    runs = _body_runs(opencl_executables[-1].steps)
     assert {"C", "L", "F", "R"} <= set(runs), runs
     assert "CC" not in runs, runs
     wk = w0.astype(np.float64)

@@ -236,3 +236,23 @@ def test_nan_propagates_through_max_min_relu_like_numpy():
     for r, g in zip(prog("numpy"), prog("opencl")):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
         np.testing.assert_allclose(g, r, rtol=1e-6)
+
+
+def test_feeder_staging_is_reused(opencl_executables):
+    """200 iterations with a Feeder allocate at most one checkpoint period of pinned
+    staging arrays (they return to the pool at every checkpoint), and every iteration still
+    sees its own value."""
+    from autodiff.device.opencl import runtime
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((200, 3, 5)).astype(np.float32)
+    feed, got = iter(xs), []
+
+    def step():
+        x = ad.Feeder(lambda: next(feed), shape=[3, 5])
+        ad.Receiver(lambda v: got.append(v), [(x * x).sum(-1)])
+    ad.ir_for(range(200), step)
+    ad.execute(device="opencl")
+    np.testing.assert_allclose(np.stack(got), (xs * xs).sum(-1), rtol=1e-6)
+    staging = opencl_executables[-1]._staging
+    assert staging.in_use == 0
+    assert 1 <= len(staging._keep) <= runtime.CHECKPOINT + 1

@@ -8,8 +8,9 @@ Execution model (see ``/work/shared/POCL.md`` for the costs behind it):
 * a ``For`` runs on the host as a tight loop over those launches on one in-order queue,
   with no synchronisation per kernel;
 * Feeders are called at the start of their iteration (so the Feeder of iteration k+1 runs
-  while the device still computes k); the value is copied into a fresh staging array and
-  written to the arena with a non-blocking copy, enqueued where the Feeder sits;
+  while the device still computes k); the value is copied into a pinned staging array
+  (:class:`Staging`, reused) and written to the arena with a non-blocking copy, enqueued
+  where the Feeder sits;
 * Receiver values are read with non-blocking copies into a staging ring; callbacks run in
   order as their copies complete, at the latest before :meth:`Executable.run` returns;
 * kernels that draw random numbers (``Op.RAND``, :mod:`.philox`) read the loop's iteration
@@ -111,6 +112,58 @@ def build(ctx, device, src: str, names: list[str]):
     return prg, kernels, path
 
 
+#: Feeder staging arrays in use outside a recorded loop before a sync frees them
+STAGING_UNRECORDED = 4 * RING
+
+
+class Staging:
+    """Pinned host arrays that Feeder values are copied into and written to the arena from
+    with non-blocking copies; reused, so the steady state allocates nothing.
+
+    An array is *taken* per Feeder call and stays in use until the caller knows its copy
+    has completed and no replay needs it (a checkpoint, the end of the run):
+    :meth:`release_all` then returns every array to the free lists. Pinned memory is a
+    ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once (the pattern GPU vendors recommend for
+    fast, truly asynchronous host-to-device copies); on a CPU device it is plain host
+    memory.
+    """
+
+    def __init__(self, ctx, queue):
+        self.ctx, self.queue = ctx, queue
+        self._free: dict = collections.defaultdict(list)
+        self._used: list = []
+        self._keep: list = []          # the cl.Buffers behind the mapped arrays
+
+    @property
+    def in_use(self) -> int:
+        return len(self._used)
+
+    def take(self, shape: tuple, dtype) -> np.ndarray:
+        """A free pinned array of ``shape`` and ``dtype`` (allocated if none is free)."""
+        key = (tuple(shape), np.dtype(dtype).str)
+        free = self._free[key]
+        a = free.pop() if free else self._pinned(shape, dtype)
+        self._used.append((key, a))
+        return a
+
+    def release_all(self) -> None:
+        """Every array taken is free again (call after a sync, outside a replay record)."""
+        for key, a in self._used:
+            self._free[key].append(a)
+        self._used.clear()
+
+    def _pinned(self, shape, dtype) -> np.ndarray:
+        import pyopencl as cl
+        nbytes = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
+        mf = cl.mem_flags
+        buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+        a, ev = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
+                                      0, tuple(shape), dtype)
+        ev.wait()
+        self._keep.append(buf)
+        return a
+
+
 # -- steps --------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Launch:
@@ -123,7 +176,8 @@ class Launch:
 
 @dataclass
 class Feed:
-    """Host -> arena: ``spec.fn()`` copied into a fresh staging array, written at ``offset``."""
+    """Host -> arena: ``spec.fn()`` copied into a pinned staging array, written at
+    ``offset``."""
     spec: object
     offset: int           # bytes
     shape: tuple
@@ -200,6 +254,7 @@ class Executable:
         feed_bytes = sum(int(np.prod(f.shape)) * np.dtype(f.dtype).itemsize
                          for lp in _loops(steps) for f in _feeds(lp.body))
         self.checkpoint_every = max(1, min(CHECKPOINT, RECORD_BYTES // max(feed_bytes, 1)))
+        self._staging = Staging(ctx, queue)
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, store: dict) -> None:
@@ -234,6 +289,7 @@ class Executable:
         finally:
             q.finish()
             self._events, self._record = [], None
+            self._staging.release_all()
             for var, off in self.params:
                 out = np.empty(var.shape, var.dtype)
                 cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
@@ -334,6 +390,7 @@ class Executable:
         self.queue.finish()                 # every recorded write is complete
         self._events = []
         self._record = []
+        self._staging.release_all()
         if self._ckpt is not None:
             off, nb = self._written
             cl.enqueue_copy(self.queue, self._ckpt, self.arena, byte_count=nb,
@@ -388,11 +445,14 @@ class Executable:
         except FeederError:
             self._drain()
             raise
-        a = np.empty(f.shape, f.dtype)
+        a = self._staging.take(f.shape, f.dtype)
         np.copyto(a, v)
         f.pending = a
         if self._record is not None:
             self._record.append(a)
+        elif self._staging.in_use > STAGING_UNRECORDED:     # a Feeder outside any loop
+            self.queue.finish()
+            self._staging.release_all()
 
     def _write_feed(self, f: Feed) -> None:
         import pyopencl as cl
