@@ -21,7 +21,7 @@ import linear  # noqa: E402
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def _sweep(dev):
+def _sweep(dev, **options):
     """Many ops forward and backward in one program; returns every value and gradient."""
     rng = np.random.default_rng(3)
     a = ad.Tensor(rng.uniform(0.5, 2.0, (3, 5)), requires_grad=True)
@@ -37,19 +37,25 @@ def _sweep(dev):
             ad.matmul(h.T, h), ad.matmul(h.reshape(1, 3, 19), h.reshape(1, 19, 3))]
     loss = sum((o * o).sum() if i % 2 else o.sum() for i, o in enumerate(outs))
     loss.backward()
-    report = ad.execute(device=dev)
+    report = ad.execute(device=dev, **options)
     return [o.numpy() for o in outs] + [loss.numpy(), a.grad.numpy(), b.grad.numpy(),
                                         c.grad.numpy()], report
 
 
-def test_op_sweep_matches_numpy():
+@pytest.mark.parametrize("options", [{}, {"chain_work": 0, "reductions": "tree"}],
+                         ids=["cpu", "gpu-form"])
+def test_op_sweep_matches_numpy(options):
+    """The default CPU code, and the code a GPU gets (no chains, work-group tree
+    reductions) run on PoCL."""
     ref, _ = _sweep("numpy")
-    got, report = _sweep("opencl")
+    got, report = _sweep("opencl", **options)
     for i, (r, g) in enumerate(zip(ref, got)):
         np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL * max(1, np.abs(r).max()),
                                    err_msg=f"value {i}")
     st = report.stats["opencl"]
     assert st["kernels"] >= 1 and st["build_s"] >= 0 and st["source_path"].endswith(".cl")
+    src = str(ad.runtime.TRACER.last.stages["opencl"])
+    assert ("barrier(" in src) == (options.get("reductions") == "tree")
 
 
 def test_linear_sgd_matches_numpy():
@@ -256,3 +262,11 @@ def test_feeder_staging_is_reused(opencl_executables):
     staging = opencl_executables[-1]._staging
     assert staging.in_use == 0
     assert 1 <= len(staging._keep) <= runtime.CHECKPOINT + 1
+
+
+def test_unknown_reduction_form_is_rejected_before_running():
+    x = ad.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = x.sum(-1)
+    with pytest.raises(ValueError, match="reductions must be 'row' or 'tree'"):
+        ad.execute(device="opencl", reductions="warp")
+    assert y._node is not None

@@ -133,6 +133,33 @@ def test_row_reduce_writes_nothing_else(reductions):
     np.testing.assert_array_equal(reductions[1], reductions[2])
 
 
+@pytest.mark.parametrize("group", [1, 4, 128])
+def test_tree_reduce_matches_numpy_and_writes_nothing_else(group):
+    """The GPU form (a work-group per row, local-memory tree with barriers) runs on PoCL
+    too: rows shorter and longer than the group, sum and max."""
+    ar, srcs, where = Arena(), [], []
+    for i, (rows, length, op) in enumerate(RED_CASES):
+        x = RNG.standard_normal((rows, length)).astype(np.float32)
+        ox, oo = ar.add(x), ar.add(np.zeros(rows, np.float32))
+        srcs.append(K.tree_reduce(
+            f"tree{i}", rows, length, lambda w, j, ox=ox, n=length: f"buf[{ox} + r*{n} + {j}]",
+            lambda s, oo=oo: [f"buf[{oo} + r] = {s} * 2.0f;"], op, group=group))
+        where.append((oo, 2 * (x.sum(1, dtype=np.float64) if op == "sum" else x.max(1))))
+    host = ar.host()
+    out, _ = run_sources(srcs, host)
+    written = np.zeros(out.size, bool)
+    for oo, ref in where:
+        np.testing.assert_allclose(out[oo:oo + ref.size], ref, rtol=2e-6, atol=2e-5)
+        written[oo:oo + ref.size] = True
+    np.testing.assert_array_equal(out[~written], host[~written])
+    assert all(s.whole and s.local_size == (group,) for s in srcs)
+
+
+def test_tree_reduce_rejects_a_group_that_is_not_a_power_of_two():
+    with pytest.raises(ValueError, match="power of two"):
+        K.tree_reduce("t", 2, 8, lambda w, j: "0.0f", lambda s: [], group=6)
+
+
 def test_elementwise_template():
     x = RNG.standard_normal(1000).astype(np.float32)
     ar = Arena()

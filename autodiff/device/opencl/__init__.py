@@ -119,13 +119,14 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, top: bool = True):
+def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str,
+           top: bool = True):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, bodies, launches, chain_work, top=False)
+            body = _steps(s.body, off, bodies, launches, chain_work, reductions, top=False)
             feeds = [x for x in body if type(x) is Feed]
             callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
                             for x, _ in _walk(s.body))
@@ -139,8 +140,9 @@ def _steps(stmts, off, bodies, launches, chain_work: int, top: bool = True):
         elif isinstance(s, Kernel):
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
-            for src in codegen.kernel(name, s, off, d=BODY):
+            for src in codegen.kernel(name, s, off, d=BODY, reductions=reductions):
                 bodies.append(src)
+                small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
                 if small and prev is not None and launches[prev][0]:
                     launches[prev][1].append(src)
@@ -158,7 +160,7 @@ def _wrappers(launches: dict) -> list:
     out = []
     for la, (_, members) in launches.items():
         if len(members) == 1:
-            src = chain.wrap(members[0])
+            src = members[0] if members[0].whole else chain.wrap(members[0])
         else:
             src = chain.chain(f"c{len(out)}_x{len(members)}", members)
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
@@ -198,6 +200,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``fuse=False`` skips fusion; ``chain_work`` (flops or points) is the largest
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
+            ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
+            ``"tree"`` (a work-group per row, default on a GPU);
             others are ignored here.
 
     Returns:
@@ -223,10 +227,11 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     t = time.perf_counter()
     bodies, by_launch = [], {}
     chain_work = options.get("chain_work", chain.default_work(dev))
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work)
+    reductions = options.get("reductions", "row" if chain.is_cpu(dev) else "tree")
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work, reductions)
     sources = _wrappers(by_launch)
     launches = list(by_launch)
-    src = render.program(bodies + sources)
+    src = render.program([b for b in bodies if not b.whole] + sources)
     stats["render_s"] = time.perf_counter() - t
     stats["kernels"] = len(bodies)
     stats["launches"] = len(sources)

@@ -12,7 +12,8 @@ A launch costs the host 1.3-1.7 us to enqueue and PoCL several more to schedule 
 worker threads (``/work/shared/POCL.md``), which dominates kernels of a few thousand
 flops: a 6-layer d64 transformer step has hundreds of them. Chaining trades the second
 core for the launch overhead, so only kernels whose work is below :data:`CHAIN_WORK` join
-a chain; a larger kernel keeps its parallel launch and ends the chain. Chains never cross
+a chain; a larger kernel keeps its parallel launch and ends the chain, as does a
+complete work-group kernel (``Source.whole``: the GPU tree reduction). Chains never cross
 a Feeder write or Receiver read (those are queue commands between launches) nor a loop
 boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
 sequential C, so the order of the bodies is the program order and no barrier is needed.
@@ -31,11 +32,16 @@ from .kernels import Source
 CHAIN_WORK = 1 << 18
 
 
+def is_cpu(device) -> bool:
+    """Whether the ``pyopencl.Device`` is a CPU device."""
+    import pyopencl as cl
+    return bool(device.type & cl.device_type.CPU)
+
+
 def default_work(device) -> int:
     """:data:`CHAIN_WORK` on a CPU device; 0 (no chains) elsewhere: a GPU needs every
     work-item it can get, and a one-work-item launch would waste all but one."""
-    import pyopencl as cl
-    return CHAIN_WORK if device.type & cl.device_type.CPU else 0
+    return CHAIN_WORK if is_cpu(device) else 0
 
 
 def work(stmt) -> int:

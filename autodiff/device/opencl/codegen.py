@@ -352,9 +352,12 @@ def _dot_scalar(name, k: DotProduct, offsets, d):
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL,
+           tree: bool = False) -> K.Source:
     """One work-item per kept point; the reduced points flattened to ``j`` and read 16 at a
-    time when the source is contiguous (or constant) along ``j``."""
+    time when the source is contiguous (or constant) along ``j``. With ``tree`` (GPU
+    devices), one work-group per kept point instead (:func:`.kernels.tree_reduce`, a
+    complete kernel in ``d.whole``)."""
     kept_shape = tuple(k.shape[i] for i in range(len(k.shape)) if i not in k.axes)
     red_shape = tuple(k.shape[i] for i in k.axes)
     rows, length = math.prod(kept_shape), math.prod(red_shape)
@@ -371,6 +374,8 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL) -> K.Source
 
     def out(s):
         return _stores(Values(offsets, env, s), k.outs)
+    if tree:
+        return K.tree_reduce(name, rows, length, x, out, op, d=d.whole)
     return K.row_reduce(name, rows, length, x, out, op, vector=vector, d=d)
 
 
@@ -413,17 +418,26 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
              Gather: gather, ScatterAdd: scatter_add}
 
 
-def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL) -> list[K.Source]:
+def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
+           reductions: str = "row") -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
     group renders its single-kernel form; a DotProduct may first pack an operand).
+    ``reductions``: ``"row"`` (one work-item per row, CPU devices) or ``"tree"`` (one
+    work-group per row, GPU devices).
 
     Raises:
         NotImplementedError: a statement or value kind with no renderer.
+        ValueError: an unknown ``reductions``.
     """
     if isinstance(k, FusedKernel):
         k = k.kernel
     fn = RENDERERS.get(type(k))
     if fn is None:
         raise NotImplementedError(f"opencl: no kernel template for {type(k).__name__}")
-    out = fn(name, k, offsets, d)
+    if reductions not in ("row", "tree"):
+        raise ValueError(f"opencl: reductions must be 'row' or 'tree', not {reductions!r}")
+    if fn is reduce:
+        out = reduce(name, k, offsets, d, tree=reductions == "tree")
+    else:
+        out = fn(name, k, offsets, d)
     return out if isinstance(out, list) else [out]

@@ -34,6 +34,8 @@ class Dialect:
         ids: work-item index expressions, ``{d}`` being the axis letter (``x``, ``y``,
             ``z``) and ``{i}`` the axis number.
         preamble: source text put before the first kernel (pragmas).
+        whole: the dialect of complete kernels (work-group code with local memory and
+            barriers); itself here, the kernel dialect for :class:`Body`.
     """
     name = "opencl"
     kernel = "__kernel void"
@@ -45,6 +47,10 @@ class Dialect:
     ids = {"global": "get_global_id({i})", "local": "get_local_id({i})",
            "group": "get_group_id({i})"}
     preamble = ""
+
+    @property
+    def whole(self) -> "Dialect":
+        return self
 
     def index(self, kind: str, axis: int) -> str:
         """The expression for the work-item's ``kind`` index (``"global"``, ``"local"``,
@@ -78,6 +84,10 @@ class Body(Dialect):
     name = "opencl-body"
     kernel = "static inline void"
     ids = {"global": "g{i}"}
+
+    @property
+    def whole(self) -> Dialect:
+        return OPENCL
 
     def signature(self, name: str, params: list[str]) -> str:
         args = params + [f"const int g{i}" for i in range(3)]
