@@ -11,11 +11,11 @@ Every kernel body is rendered as an inline function of its global index (the
 A launch costs the host 1.3-1.7 us to enqueue and PoCL several more to schedule over its
 worker threads (``/work/shared/POCL.md``), which dominates kernels of a few thousand
 flops: a 6-layer d64 transformer step has hundreds of them. Chaining trades the second
-core for the launch overhead, so only kernels whose work is below :data:`CHAIN_WORK` join
-a chain; a larger kernel keeps its parallel launch and ends the chain, as does a
-complete work-group kernel (``Source.whole``: the GPU tree reduction). Chains never cross
-a Feeder write or Receiver read (those are queue commands between launches) nor a loop
-boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
+core for the launch overhead, so only kernels whose :func:`work` is at most
+:data:`CHAIN_WORK` join a chain; a larger kernel keeps its parallel launch and ends the
+chain, as does a complete work-group kernel (``Source.whole``: the GPU tree reduction).
+Chains never cross a Feeder write or Receiver read (those are queue commands between
+launches) nor a loop boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
 sequential C, so the order of the bodies is the program order and no barrier is needed.
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ from ...procedural.ir import Copy, DotProduct, Elementwise, FusedKernel, Gather,
 from .dialect import OPENCL, body_name
 from .kernels import Source
 
-#: largest kernel (flops of a dot product, else points of its index space) that joins a
-#: chain; measured on PoCL with 2 cores (BENCHMARKS.md, "Launch chaining")
+#: largest kernel (:func:`work`, flop-equivalents) that joins a chain; chosen by a sweep on
+#: PoCL (BENCHMARKS.md, "Where the OpenCL time goes")
 CHAIN_WORK = 1 << 18
 
 
@@ -44,21 +44,29 @@ def default_work(device) -> int:
     return CHAIN_WORK if is_cpu(device) else 0
 
 
+#: flops one point of a non-matmul kernel counts for: in a chain, a body runs its points
+#: one by one as scalar code (PoCL vectorises across work-items, not along a work-item's
+#: loop), while the matmul tiles are explicit 16-wide vectors
+POINT_FLOPS = 16
+
+
 def work(stmt) -> int:
-    """Size of a kernel statement: ``2*M*N*K*batch`` flops for a dot product, else the
-    number of points of its index space (reduced points included)."""
+    """Size of a kernel statement in flop-equivalents: ``2*M*N*K*batch`` for a dot product,
+    else :data:`POINT_FLOPS` per point of its index space (reduced points included)."""
     k = stmt.kernel if isinstance(stmt, FusedKernel) else stmt
     if isinstance(k, DotProduct):
         return 2 * math.prod(k.shape) * k.k.extent
     if isinstance(k, (Elementwise, Reduce)):
-        return math.prod(k.shape)
-    if isinstance(k, Copy):
-        return k.src.size
-    if isinstance(k, Gather):
-        return k.out.size
-    if isinstance(k, ScatterAdd):
-        return k.updates.size + k.out.size
-    return 1 << 62      # unknown: never chained
+        points = math.prod(k.shape)
+    elif isinstance(k, Copy):
+        points = k.src.size
+    elif isinstance(k, Gather):
+        points = k.out.size
+    elif isinstance(k, ScatterAdd):
+        points = k.updates.size + k.out.size
+    else:
+        return 1 << 62      # unknown: never chained
+    return POINT_FLOPS * points
 
 
 def wrap(body: Source, d=OPENCL) -> Source:

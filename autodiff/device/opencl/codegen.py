@@ -288,10 +288,12 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL) ->
         # an operand that is not a strided array (head split/merge views, computed
         # prologues): pack it densely into scratch first, then run the tile kernel
         if a is None:
-            a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A], offsets, d)
+            a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A], offsets, d,
+                           len(bv))
             pre.append(src)
         if b is None:
-            b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d)
+            b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d,
+                           len(bv))
             pre.append(src)
     if a is None or b is None or Kd == 0:
         return [_dot_scalar(name, k, offsets, d)]
@@ -317,8 +319,15 @@ def pack_sizes(k: DotProduct) -> tuple[int, int]:
     return B * M * k.k.extent, B * k.k.extent * N
 
 
-def _pack(name, value, vars_, dst, offsets, d):
-    """Elementwise kernel writing ``value`` over ``vars_`` densely (row-major) at ``dst``."""
+def _pack(name, value, vars_, dst, offsets, d, batch: int = 0):
+    """Elementwise kernel writing ``value`` over ``vars_`` densely (row-major) at ``dst``.
+    When ``value`` does not depend on the first ``batch`` vars (a weight broadcast over
+    the batch), it is packed once and the returned Ref has stride 0 along them."""
+    used = set().union(*(ax.variables(e) for e in _indices([value])))
+    shared = batch and not any(v in used for v in vars_[:batch])
+    if shared:
+        ref, src = _pack(name, value, vars_[batch:], dst, offsets, d)
+        return K.Ref(ref.offset, (0,) * batch + ref.strides), src
     shape = tuple(v.extent for v in vars_)
     n = math.prod(shape)
     _, env = _space_env(vars_, _indices([value]), "i")
