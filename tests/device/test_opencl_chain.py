@@ -99,3 +99,14 @@ def test_a_large_kernel_and_host_commands_end_a_chain(opencl_executables):
         g = 2 * t * (1 - t ** 2) * 0.5                 # d loss / d (w @ w)
         wk = wk - 0.1 * (g @ wk.T + wk.T @ g)
     np.testing.assert_allclose(w.numpy(), wk, rtol=1e-4, atol=1e-5)
+
+
+def test_gpu_devices_get_no_chains():
+    import pyopencl as cl
+
+    class Dev:
+        def __init__(self, t):
+            self.type = t
+    assert chain.default_work(Dev(cl.device_type.CPU)) == chain.CHAIN_WORK
+    assert chain.default_work(Dev(cl.device_type.GPU)) == 0
+    assert not chain.is_cpu(Dev(cl.device_type.ACCELERATOR))
