@@ -21,7 +21,6 @@ sequential C, so the order of the bodies is the program order and no barrier is 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from ...procedural.ir import Copy, DotProduct, Elementwise, FusedKernel, Gather, Reduce, ScatterAdd
 from .dialect import OPENCL, body_name
@@ -88,14 +87,7 @@ def chain(name: str, bodies: list[Source], d=OPENCL) -> Source:
         g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
         loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
         args = ", ".join(f"g{i}" if g[i] > 1 else "0" for i in range(3))
-        L.append(f"  {' '.join(loops)} {body_name(b.name)}(buf, {args});".replace("   ", " "))
+        L.append("  " + " ".join(loops + [f"{body_name(b.name)}(buf, {args});"]))
     L.append("}")
     return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
 
-
-@dataclass
-class Segment:
-    """Consecutive launches of one step list that run as one chain (``members`` are the
-    body sources, in order); ``rand``: some member draws random numbers."""
-    members: list = field(default_factory=list)
-    rand: bool = False
