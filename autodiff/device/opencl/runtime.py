@@ -136,6 +136,7 @@ class Staging:
 
     @property
     def in_use(self) -> int:
+        """Arrays taken and not yet released (their copies may still be in flight)."""
         return len(self._used)
 
     def take(self, shape: tuple, dtype) -> np.ndarray:
