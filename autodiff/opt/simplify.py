@@ -17,8 +17,8 @@ sweeps). Rules are grouped by what they may change:
   ``exp(x) -> exp2(x * log2(e))``, ``log(x) -> log2(x) * ln(2)`` (last-bit rounding).
 
 Constants are scalar fills (``CONST`` nodes): folding only ever produces a uniform fill, so
-no array constants appear. Values are computed with the reference device's kernels in
-float32.
+no array constants appear. Values are computed with the reference semantics of
+:mod:`autodiff.graph.reference` in float32.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..device.numpy.interpreter import KERNELS
 from ..graph.ir import ELEMENTWISE, Graph, Node, Op
+from ..graph.reference import KERNELS
 from .rewrite import Pat, PatternMatcher, const, cvar, rebuild, same_value, var
 
 LOG2E = float(np.float32(math.log2(math.e)))

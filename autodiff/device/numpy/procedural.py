@@ -23,7 +23,7 @@ from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, E
                               FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
                               Rand, ReceiverRead, Reduce, ScatterAdd, Select)
 from ..host import call_feeder, call_receiver
-from .interpreter import KERNELS, _gather, _scatter_add
+from ...graph.reference import KERNELS, _gather, _scatter_add
 
 _IDX = np.int64
 

@@ -9,7 +9,7 @@ Every kernel body is rendered as an inline function of its global index (the
   its whole index space, in a single work-item (:func:`chain`): one launch instead of many.
 
 A launch costs the host 1.3-1.7 us to enqueue and PoCL several more to schedule over its
-worker threads (``/work/shared/POCL.md``), which dominates kernels of a few thousand
+worker threads (measured on PoCL 3.1), which dominates kernels of a few thousand
 flops: a 6-layer d64 transformer step has hundreds of them. Chaining trades the second
 core for the launch overhead, so only kernels whose :func:`work` is at most
 :data:`CHAIN_WORK` join a chain; a larger kernel keeps its parallel launch and ends the

@@ -1,4 +1,5 @@
-"""Kernel templates for CPU-class OpenCL devices (see ``/work/shared/POCL.md``).
+"""Kernel templates for CPU-class OpenCL devices (PoCL 3.1 measurements
+behind each choice: BENCHMARKS.md, "Where the OpenCL time goes").
 
 Each template renders one kernel's source with every size, stride and arena offset as a
 literal, so the compiler sees constant index arithmetic and a launch binds one argument,
