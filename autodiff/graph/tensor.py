@@ -18,6 +18,7 @@ from ..errors import ShapeError
 from . import ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
+from .mixins.window import WindowMixin
 from .trace import TRACER, no_grad, user_site
 
 _DTYPES = {"float32": np.float32, "int32": np.int32}
@@ -46,7 +47,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
     return np.asarray(arr, dtype=_DTYPES[dtype], order="C")   # keeps 0-d arrays 0-d
 
 
-class Tensor:
+class Tensor(WindowMixin):
     """An n-dimensional float32 (or int32) array on the device.
 
     Args:

@@ -1,0 +1,1 @@
+"""Families of ``Tensor`` methods, one mixin class per file (tinygrad's layout)."""
