@@ -22,7 +22,7 @@ from . import ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
 from .mixins import (CreationMixin, ElementwiseMixin, IndexingMixin, MovementMixin,
-                     ReduceMixin, ScanMixin)
+                     ReduceMixin, ScanMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
 from .trace import TRACER, no_grad, user_site
 
@@ -42,7 +42,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
 
 #: the op-family mixins, in method-resolution order (one line to extend)
 MIXINS = (CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, ScanMixin,
-          IndexingMixin)
+          IndexingMixin, WindowMixin)
 
 
 class Tensor(*MIXINS):
