@@ -55,7 +55,11 @@ def check_feed(spec, v, it: tuple) -> None:
 
 
 def call_feeder(spec, it: tuple) -> np.ndarray:
-    """``spec.fn()``, checked against the Feeder's shape and dtype.
+    """A copy of ``spec.fn()``'s array, checked against the Feeder's shape and dtype.
+
+    The copy is the device's own: a callback may refill and return the same array at every
+    call (every device copies or fully consumes a Feeder's value before calling that
+    Feeder again).
 
     Args:
         spec: the node's :class:`~autodiff.graph.ir.FeederSpec`.
@@ -69,7 +73,7 @@ def call_feeder(spec, it: tuple) -> np.ndarray:
     except Exception as e:
         raise FeederError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
     check_feed(spec, v, it)
-    return v
+    return np.array(v, order="C", copy=True)
 
 
 def call_receiver(spec, it: tuple, arrays) -> None:
