@@ -21,6 +21,11 @@ def _sigmoid(x):
     return np.where(x >= 0, F32(1) / (F32(1) + e), e / (F32(1) + e)).astype(F32)
 
 
+def _sign(x):
+    """torch.sign: -1, 0 or 1, and 0 for NaN (numpy's sign gives NaN)."""
+    return np.where(np.isnan(x), F32(0), np.sign(x)).astype(x.dtype)
+
+
 def _cmp(f):
     return lambda a, b: f(a, b).astype(F32)
 
@@ -58,7 +63,7 @@ KERNELS = {
     Op.SIN: lambda n: np.sin, Op.COS: lambda n: np.cos, Op.TANH: lambda n: np.tanh,
     Op.SIGMOID: lambda n: _sigmoid,
     Op.RELU: lambda n: lambda x: np.maximum(x, F32(0)),
-    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: np.sign,
+    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: _sign,
     Op.CAST: lambda n: lambda x: x.astype(n.dtype),
     Op.ADD: lambda n: np.add, Op.SUB: lambda n: np.subtract, Op.MUL: lambda n: np.multiply,
     Op.DIV: lambda n: np.divide, Op.POW: lambda n: np.power,

@@ -11,7 +11,9 @@ import numbers
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..graph import ops
+from ..graph.trace import user_site
 from ..graph.tensor import Tensor, _wrap, default_rng, where
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -101,13 +103,14 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
         eps: added to the variance.
 
     Raises:
-        ValueError: the trailing dims of ``x`` are not ``normalized_shape``.
+        ShapeError: (a ValueError) the trailing dims of ``x`` are not ``normalized_shape``;
+            names the shapes and the user's ``file:line``.
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) \
         else tuple(normalized_shape)
     if tuple(x.shape[len(x.shape) - len(shape):]) != tuple(shape) or len(shape) > x.ndim:
-        raise ValueError(f"layer_norm: input shape {list(x.shape)} does not end with "
-                         f"normalized_shape {list(shape)}")
+        raise ShapeError("layer_norm", [x.shape, shape], user_site(),
+                         "the input shape does not end with normalized_shape")
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     d = x - x.mean(dims, keepdim=True)
     y = d * ((d * d).mean(dims, keepdim=True) + eps).rsqrt()
@@ -262,7 +265,9 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
         A scalar float32 tensor (``[N, d1, ...]`` for ``reduction="none"``).
 
     Raises:
-        ValueError: shapes do not fit, or bad ``reduction`` / ``label_smoothing``.
+        ShapeError: (a ValueError) shapes do not fit; names them and the user's
+            ``file:line``.
+        ValueError: bad ``reduction`` / ``label_smoothing``.
         TypeError: index targets are not int32.
     """
     if not 0.0 <= label_smoothing <= 1.0:
@@ -283,22 +288,23 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
     batch_shape = input.shape[:-1]
     if target.dtype == "float32":                         # class probabilities
         if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets {list(target.shape)} must "
-                             f"match the logits {list(input.shape)}")
+            raise ShapeError("cross_entropy", [input.shape, target.shape], user_site(),
+                             "probability targets must match the logits")
         if label_smoothing:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_cls
         return reduce_loss(-(target * logp).sum(-1), reduction)
     if target.dtype != "int32":
         raise TypeError(f"cross_entropy: class targets must be int32, got {target.dtype}")
     if tuple(target.shape) != tuple(batch_shape):
-        raise ValueError(f"cross_entropy: targets {list(target.shape)} do not fit logits "
-                         f"{list(input.shape)} (expected {list(batch_shape)})")
+        raise ShapeError("cross_entropy", [input.shape, target.shape], user_site(),
+                         f"class targets must have shape {list(batch_shape)}")
     t = target.float().unsqueeze(-1)
     one_hot = t == Tensor(np.arange(n_cls, dtype=np.float32))         # [..., C]
     valid = target.float() != float(ignore_index)                      # [...]
-    loss = -(one_hot * logp).sum(-1) * valid
+    # where(), not one_hot * logp: a masked class (logit -inf) must not make 0 * -inf
+    loss = -where(one_hot, logp, 0.0).sum(-1) * valid
     if label_smoothing:
-        smooth = -logp.sum(-1) * valid
+        smooth = where(valid, -logp.sum(-1), 0.0)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_cls)
     if reduction == "none":
         return loss

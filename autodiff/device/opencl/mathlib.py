@@ -69,10 +69,11 @@ __attribute__((overloadable)) inline T _ad_pow(T a, T b) {
   const T r = exp(t) * (1.0f + c);
   const I bint = isequal(b, rint(b));
   const I bodd = bint & isnotequal(rint(b * 0.5f), b * 0.5f);
-  T out = select(r, -r, isless(a, (T)(0.0f)) & bodd);
+  T out = select(r, -r, signbit(a) & bodd);          /* signbit: pow(-0, -1) = -inf */
   out = select(out, (T)(NAN), isless(a, (T)(0.0f)) & (bint == (I)(0)) & isfinite(a));
   out = select(out, a * a, isequal(b, (T)(2.0f)));
-  return select(out, (T)(1.0f), isequal(b, (T)(0.0f)) | isequal(a, (T)(1.0f)));
+  return select(out, (T)(1.0f), isequal(b, (T)(0.0f)) | isequal(a, (T)(1.0f)) |
+                                (isequal(fabs(a), (T)(1.0f)) & isinf(b)));   /* (-1)^inf */
 }
 """
 
