@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 
-class ShapeError(ValueError):
+class ShapeError(ValueError, RuntimeError):
     """Operand shapes do not fit an op. Raised at trace time.
+
+    A ``ValueError`` and, like PyTorch's error for incompatible shapes, a ``RuntimeError``.
 
     The message names the op, every operand shape and the ``file:line`` of the user's code
     that traced the op.
