@@ -21,6 +21,11 @@ def _sigmoid(x):
     return np.where(x >= 0, F32(1) / (F32(1) + e), e / (F32(1) + e)).astype(F32)
 
 
+def _sign(x):
+    """-1, 0 or 1; 0 for NaN (PyTorch, OpenCL's ``sign``), where numpy gives NaN."""
+    return np.where(x != x, F32(0), np.sign(x)).astype(x.dtype)
+
+
 def _cmp(f):
     return lambda a, b: f(a, b).astype(F32)
 
@@ -56,7 +61,7 @@ KERNELS = {
     Op.SIN: lambda n: np.sin, Op.COS: lambda n: np.cos, Op.TANH: lambda n: np.tanh,
     Op.SIGMOID: lambda n: _sigmoid,
     Op.RELU: lambda n: lambda x: np.maximum(x, F32(0)),
-    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: np.sign,
+    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: _sign,
     Op.CAST: lambda n: lambda x: x.astype(n.dtype),
     Op.ATAN: lambda n: np.arctan, Op.LOG1P: lambda n: np.log1p, Op.EXPM1: lambda n: np.expm1,
     Op.ADD: lambda n: np.add, Op.SUB: lambda n: np.subtract, Op.MUL: lambda n: np.multiply,

@@ -140,7 +140,7 @@ class CreationMixin:
             view[i] = shape[i]
             out.append(t.reshape(view).expand(shape))
         if swap:
-            out[0], out[1] = out[1].transpose(0, 1), out[0].transpose(0, 1)
+            out[0], out[1] = out[1], out[0]
         return tuple(out)
 
     # -- *_like --------------------------------------------------------------------------

@@ -111,8 +111,8 @@ class ReduceMixin:
                 y = y.cat(y._fill_shape(y.shape[:-1] + (1,), 1), dim=-1)
             y = y.reshape(*y.shape[:-1], y.shape[-1] // 2, 2)
             y = y[..., 0] * y[..., 1]
-        if y.shape[-1] == 0:
-            y = y._fill_shape(y.shape[:-1] + (1,), 1)
+        if y.shape[-1] == 0:                         # empty product: 1 (gradient 0)
+            y = y.sum(-1, keepdim=True) + 1.0
         out = y.movedim(-1, d)
         return out if keepdim else out.squeeze(d)
 

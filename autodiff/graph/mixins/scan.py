@@ -123,7 +123,7 @@ class ScanMixin:
         return self._cumext(dim, -1.0)
 
     # -- sorting -------------------------------------------------------------------------
-    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False):
+    def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False):
         """``(values, indices)`` sorted along ``dim``, equal values in their original order.
 
         NaN is not ordered (PyTorch puts it last); the gradient of ``values`` goes to the
@@ -151,10 +151,10 @@ class ScanMixin:
         values = -key if descending else key
         return SortResult(values._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
 
-    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False):
+    def argsort(self, dim: int = -1, descending: bool = False, *, stable: bool = False):
         """Indices that sort along ``dim`` (``sort(...).indices``)."""
         with no_grad():
-            return self.sort(dim, descending, stable).indices
+            return self.sort(dim, descending).indices
 
     def msort(self):
         return self.sort(0).values
