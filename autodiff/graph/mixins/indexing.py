@@ -110,10 +110,20 @@ class IndexingMixin:
         if not any(_is_adv(k) for k in key):
             spec, out = _basic(self.shape, key)
             return self._wrap(ops.reshape(ops.slice_(self.node, spec), out))
+        y, key = self._split_key(key)
         if not any(_is_tensor(k) for k in key):
-            flat = np.arange(self.numel(), dtype=np.int64).reshape(self.shape)[key]
-            return self._gather_flat(type(self)(flat.astype(np.int32)))
-        return self._advanced(key)
+            flat = np.arange(y.numel(), dtype=np.int64).reshape(y.shape)[key]
+            return y._gather_flat(type(self)(flat.astype(np.int32)))
+        return y._advanced(key)
+
+    def _split_key(self, key):
+        """PyTorch applies the basic entries (ints, slices, ``None``) first, as views: the
+        view, and the advanced key left for it (index arrays and full slices)."""
+        spec, out = _basic(self.shape, [slice(None) if _is_adv(k) else k for k in key])
+        y = self._wrap(ops.reshape(ops.slice_(self.node, spec), out))
+        rest = tuple(k if _is_adv(k) else slice(None) for k in key
+                     if not isinstance(k, numbers.Integral))
+        return y, rest
 
     def _take_rows(self, idx):
         """``x[idx]`` for an integer index tensor: rows of dim 0, negative ones counted from
@@ -129,16 +139,14 @@ class IndexingMixin:
         return self._wrap(ops.gather(ops.reshape(self.node, (self.numel(),)), flat.node))
 
     def _advanced(self, key):
-        """NumPy's advanced indexing with index tensors: basic entries applied as views,
-        the indexed dims moved first and flattened, one ``GATHER`` of flat offsets, its
-        result dims moved to where the first index was when the indices are adjacent."""
-        basic = [slice(None) if _is_adv(k) or isinstance(k, numbers.Integral) else k
-                 for k in key]
-        spec, shape = _basic(self.shape, basic)
-        y = self._wrap(ops.reshape(ops.slice_(self.node, spec), shape))
+        """Advanced indexing with index tensors (``key``: one entry per dim, index arrays
+        or full slices): the indexed dims moved first and flattened, one ``GATHER`` of flat
+        offsets, its result dims moved to where the first index was when the indices are
+        adjacent."""
+        y = self
         ydims, idxs = [], []
         for pos, k in enumerate(key):
-            if k is None or isinstance(k, slice):
+            if isinstance(k, slice):
                 continue
             if _is_tensor(k) and k.dtype != "int32":
                 raise IndexError("tensors used as indices must be integer tensors; a mask "
@@ -375,10 +383,14 @@ class IndexingMixin:
         else:
             if any(_is_tensor(k) for k in ekey):
                 grid = type(self)(np.arange(self.numel(), dtype=np.float32).reshape(self.shape))
-                flat = grid._advanced(ekey).int()
+                g, rest = grid._split_key(ekey)
+                flat = g._advanced(rest).int()
             else:
-                flat = type(self)(np.arange(self.numel(), dtype=np.int64)
-                                  .reshape(self.shape)[ekey].astype(np.int32))
+                g = np.arange(self.numel(), dtype=np.int64).reshape(self.shape)
+                basic = tuple(slice(None) if _is_adv(k) else k for k in ekey)
+                rest = tuple(k if _is_adv(k) else slice(None) for k in ekey
+                             if not isinstance(k, numbers.Integral))
+                flat = type(self)(g[basic][rest].astype(np.int32))
             vals = v.broadcast_to(flat.shape).reshape(-1)
             f = flat.reshape(-1)
             n = self.numel()
