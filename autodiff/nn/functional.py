@@ -79,9 +79,9 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 
 def _expm1_neg(x: Tensor) -> Tensor:
-    """``expm1(min(x, 0))``: the negative branch of ELU-like functions, kept finite (its
-    gradient too) where the other branch is taken."""
-    return x.minimum(0.0).expm1()
+    """``expm1(x)`` where ``x <= 0``, 0 elsewhere: the negative branch of ELU-like functions,
+    kept finite (its gradient too) where the other branch is taken."""
+    return x.where(x <= 0, 0.0).expm1()
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -180,10 +180,12 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim`` (PyTorch's
-    formula; operands broadcast)."""
-    n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
-    n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
-    return ((x1 / n1) * (x2 / n2)).sum(dim)
+    formula; operands broadcast). As in PyTorch the clamp is invisible to the gradient:
+    the norms' gradient is that of the unclamped norms."""
+    def norm(x):
+        n = x.norm(2, dim, keepdim=True)
+        return n + (n.clamp(min=eps) - n).detach()
+    return ((x1 / norm(x1)) * (x2 / norm(x2))).sum(dim)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
