@@ -52,6 +52,15 @@ def _slice(start: int, step: int, size: int) -> slice:
     return slice(start, None if stop < 0 else stop, step)
 
 
+def _window(n):
+    dim, size, step, dil = n.arg
+    idx = np.arange(n.shape[dim])[:, None] * step + np.arange(size)[None, :] * dil
+
+    def run(x):
+        return np.moveaxis(np.take(x, idx, axis=dim), dim + 1, -1)
+    return run
+
+
 #: op -> function(node) -> kernel(*operand arrays); the renderer-table idea of tinygrad.
 KERNELS = {
     Op.NEG: lambda n: np.negative, Op.EXP: lambda n: np.exp, Op.LOG: lambda n: np.log,
@@ -80,6 +89,7 @@ KERNELS = {
     Op.SLICE: lambda n: lambda x: x[tuple(_slice(a, s, m) for (a, _, s), m in zip(n.arg, n.shape))],
     Op.PAD: lambda n: lambda x: np.pad(x, n.arg),
     Op.CONCAT: lambda n: lambda *xs: np.concatenate(xs, axis=n.arg),
+    Op.WINDOW: _window,
     Op.GATHER: lambda n: _gather,
     Op.SCATTER_ADD: lambda n: _scatter_add(n.arg),
 }

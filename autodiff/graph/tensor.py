@@ -22,7 +22,7 @@ from . import ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
 from .mixins import (CreationMixin, ElementwiseMixin, IndexingMixin, MovementMixin,
-                     ReduceMixin, ScanMixin)
+                     ReduceMixin, ScanMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
 from .trace import TRACER, no_grad, user_site
 
@@ -42,7 +42,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
 
 #: the op-family mixins, in method-resolution order (one line to extend)
 MIXINS = (CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, ScanMixin,
-          IndexingMixin)
+          IndexingMixin, WindowMixin)
 
 
 class Tensor(*MIXINS):
@@ -127,6 +127,50 @@ class Tensor(*MIXINS):
         return self.shape[0]
 
     __hash__ = object.__hash__
+
+    # -- Python values: a variable's host value, never a traced tensor's --------------
+    def __bool__(self) -> bool:
+        v = self._host_value("bool", "Use autodiff.where(cond, a, b) for a choice that "
+                                     "depends on values.")
+        if v.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(v.reshape(()))
+
+    def __int__(self) -> int:
+        return int(self._host_scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._host_scalar("float"))
+
+    def __index__(self) -> int:
+        v = self._host_value("index", "Use .int() and a gather (nn.functional.embedding) "
+                                      "to index on the device.")
+        if v.size != 1 or v.dtype.kind not in "iu":
+            raise TypeError("only integer tensors of a single element can be converted to "
+                            "an index")
+        return int(v.reshape(()))
+
+    def _host_scalar(self, conversion: str):
+        v = self._host_value(conversion, "Use .int() / .float() for a cast on the device.")
+        if v.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return v.reshape(()).item()
+
+    def _host_value(self, conversion: str, instead: str) -> np.ndarray:
+        """The value for a Python conversion: a variable's host value when it is current,
+        else :class:`~autodiff.errors.TracedValueError` (a traced tensor; a variable inside
+        an ``ir_for`` body or assigned by the program being traced)."""
+        from ..errors import TracedValueError
+        if self._var is None:
+            what = f"a traced tensor ({self._node!r} traced at {self._node.site})"
+        elif TRACER.scope is not TRACER.root:
+            what = "a variable inside an ir_for() body (its value changes per iteration)"
+        elif self._var in TRACER.root.assigned:
+            what = "a variable assigned by the program being traced (its host value is " \
+                   "from before that program)"
+        else:
+            return self.numpy()
+        raise TracedValueError(conversion, what, user_site(), instead)
 
     def numpy(self) -> np.ndarray:
         """The current value (a copy). Traced values have one only after ``execute()``."""

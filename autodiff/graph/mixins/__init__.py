@@ -12,6 +12,7 @@ from .indexing import IndexingMixin
 from .movement import MovementMixin
 from .reduce import ReduceMixin
 from .scan import ScanMixin
+from .window import WindowMixin
 
 __all__ = ["CreationMixin", "ElementwiseMixin", "IndexingMixin", "MovementMixin",
-           "ReduceMixin", "ScanMixin"]
+           "ReduceMixin", "ScanMixin", "WindowMixin"]
