@@ -4,7 +4,7 @@ Pipeline (one package per stage): graph -> opt -> procedural -> fusion -> alloc 
 """
 from __future__ import annotations
 
-from .errors import FeederError, ReceiverError, ShapeError
+from .errors import DimError, FeederError, ReceiverError, ShapeError
 from .graph import Feeder, Receiver, Tensor, ir_for, no_grad, to_networkx
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
@@ -61,7 +61,7 @@ for _name in METHOD_FUNCTIONS:
     globals()[_name] = _fn(_name)
 
 __all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "execute", "print_graph", "no_grad",
-           "ShapeError", "FeederError", "ReceiverError", "Report", "concat", "cat",
+           "ShapeError", "DimError", "FeederError", "ReceiverError", "Report", "concat", "cat",
            "concatenate", "stack", "where", "matmul", "zeros", "ones", "full", "randn",
            "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange", "linspace",
            "eye", "empty", "rand", "meshgrid", "einsum", *METHOD_FUNCTIONS]

@@ -18,6 +18,11 @@ class ShapeError(ValueError, RuntimeError):
                          f"(traced at {site})")
 
 
+class DimError(ShapeError, IndexError):
+    """A dim argument out of range for a tensor's rank: an ``IndexError`` as in PyTorch,
+    and a :class:`ShapeError` naming the op, the shape and the user's ``file:line``."""
+
+
 class FeederError(RuntimeError):
     """A Feeder callback raised or returned a value of the wrong type, shape or dtype.
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DimError, ShapeError
 from .ir import BINARY, Node, Op, UNARY
 from .trace import TRACER, user_site
 
@@ -25,9 +25,8 @@ def _emit(op: Op, srcs, shape, dtype="float32", arg=None) -> Node:
 def _norm_dim(d: int, ndim: int, op: str, shape) -> int:
     n = max(ndim, 1)
     if not -n <= d < n:
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-n}, "
-                         f"{n - 1}], but got {d}) for shape {list(shape)} (traced at "
-                         f"{user_site()})")
+        raise DimError(op, [shape], user_site(), f"Dimension out of range (expected to be in "
+                                                 f"range of [{-n}, {n - 1}], but got {d})")
     return d % n
 
 

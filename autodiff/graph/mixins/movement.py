@@ -24,7 +24,7 @@ def _ints(args) -> tuple[int, ...]:
 
 class MovementMixin:
     def _dim(self, d) -> int:
-        return norm_dim(d, self.ndim)
+        return norm_dim(d, self.ndim, self.shape)
 
     # -- shape ---------------------------------------------------------------------------
     def reshape(self, *shape):
@@ -146,7 +146,7 @@ class MovementMixin:
         elif isinstance(dim, (tuple, list)) and not dim:
             dims = ()
         else:
-            dims = norm_dims(dim, self.ndim)
+            dims = norm_dims(dim, self.ndim, self.shape)
         return self.reshape(*[d for i, d in enumerate(self.shape) if not (i in dims and d == 1)])
 
     def contiguous(self):

@@ -30,7 +30,7 @@ def as_index(t):
 
 class ReduceMixin:
     def _reduce(self, op: Op, dim, keepdim: bool):
-        dims = norm_dims(dim, self.ndim)
+        dims = norm_dims(dim, self.ndim, self.shape)
         node = ops.reduce(op, self.node, dims)
         if not keepdim:
             node = ops.reshape(node, [d for i, d in enumerate(self.shape) if i not in dims])
@@ -39,7 +39,7 @@ class ReduceMixin:
     def _count(self, dim) -> int:
         """How many elements each result of a reduction over ``dim`` combines."""
         n = 1
-        for d in norm_dims(dim, self.ndim):
+        for d in norm_dims(dim, self.ndim, self.shape):
             n *= self.shape[d]
         return n
 
@@ -121,7 +121,7 @@ class ReduceMixin:
 
     # -- extremes ------------------------------------------------------------------------
     def _nonempty(self, dim, name: str):
-        if self.numel() == 0 and any(self.shape[d] == 0 for d in norm_dims(dim, self.ndim)):
+        if self.numel() == 0 and any(self.shape[d] == 0 for d in norm_dims(dim, self.ndim, self.shape)):
             raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel()"
                              f" == 0 (zero-size dim reduced, traced at {user_site()})")
 
@@ -227,11 +227,11 @@ class ReduceMixin:
         """``log(sum(exp(x)))`` along ``dim`` with the (detached) maximum subtracted first;
         an all ``-inf`` slice gives ``-inf``."""
         m = self.amax(dim, keepdim=True).detach() if self.numel() else \
-            self._fill_shape([1 if i in norm_dims(dim, self.ndim) else s
+            self._fill_shape([1 if i in norm_dims(dim, self.ndim, self.shape) else s
                               for i, s in enumerate(self.shape)], 0.0)
         m = m.where(m.abs() != math.inf, 0.0)
         out = (self - m).exp().sum(dim, keepdim=True).log() + m
-        return out if keepdim else out.squeeze(norm_dims(dim, self.ndim))
+        return out if keepdim else out.squeeze(norm_dims(dim, self.ndim, self.shape))
 
     @axis_alias
     def norm(self, p="fro", dim=None, keepdim: bool = False, *, dtype=None):
