@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 
-class ShapeError(ValueError):
+class ShapeError(ValueError, RuntimeError):
     """Operand shapes do not fit an op. Raised at trace time.
+
+    A ``ValueError`` and, like PyTorch's error for incompatible shapes, a ``RuntimeError``.
 
     The message names the op, every operand shape and the ``file:line`` of the user's code
     that traced the op.
@@ -14,6 +16,11 @@ class ShapeError(ValueError):
         shown = ", ".join(str(list(s)) for s in self.shapes)
         super().__init__(f"{op}: incompatible shapes {shown}{': ' + why if why else ''} "
                          f"(traced at {site})")
+
+
+class DimError(ShapeError, IndexError):
+    """A dim argument out of range for a tensor's rank: an ``IndexError`` as in PyTorch,
+    and a :class:`ShapeError` naming the op, the shape and the user's ``file:line``."""
 
 
 class FeederError(RuntimeError):

@@ -45,6 +45,13 @@ def _scatter_add(n):
     return run
 
 
+def _slice(start: int, step: int, size: int) -> slice:
+    """The Python slice of ``size`` elements ``start + step*j`` (a negative ``step`` may
+    run down to element 0, where Python needs ``stop=None``)."""
+    stop = start + step * size
+    return slice(start, None if stop < 0 else stop, step)
+
+
 def _window(n):
     dim, size, step, dil = n.arg
     idx = np.arange(n.shape[dim])[:, None] * step + np.arange(size)[None, :] * dil
@@ -65,6 +72,7 @@ KERNELS = {
     Op.RELU: lambda n: lambda x: np.maximum(x, F32(0)),
     Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: _sign,
     Op.CAST: lambda n: lambda x: x.astype(n.dtype),
+    Op.ATAN: lambda n: np.arctan, Op.LOG1P: lambda n: np.log1p, Op.EXPM1: lambda n: np.expm1,
     Op.ADD: lambda n: np.add, Op.SUB: lambda n: np.subtract, Op.MUL: lambda n: np.multiply,
     Op.DIV: lambda n: np.divide, Op.POW: lambda n: np.power,
     Op.MAX: lambda n: np.maximum, Op.MIN: lambda n: np.minimum,
@@ -78,7 +86,7 @@ KERNELS = {
     Op.RESHAPE: lambda n: lambda x: x.reshape(n.arg),
     Op.PERMUTE: lambda n: lambda x: x.transpose(n.arg),
     Op.EXPAND: lambda n: lambda x: np.broadcast_to(x, n.arg),
-    Op.SLICE: lambda n: lambda x: x[tuple(slice(a, b, s) for a, b, s in n.arg)],
+    Op.SLICE: lambda n: lambda x: x[tuple(_slice(a, s, m) for (a, _, s), m in zip(n.arg, n.shape))],
     Op.PAD: lambda n: lambda x: np.pad(x, n.arg),
     Op.CONCAT: lambda n: lambda *xs: np.concatenate(xs, axis=n.arg),
     Op.WINDOW: _window,

@@ -172,6 +172,14 @@ def _rand(n: Node):
 _ONE = tirx.const(1.0, "float32")
 _ZERO = tirx.const(0.0, "float32")
 
+
+def _expm1(x):
+    """``exp(x) - 1`` without cancellation near 0 (Kahan: ``(u - 1) * x / log(u)``)."""
+    u = tirx.exp(x)
+    um1 = u - _ONE
+    r = tirx.Select(um1 == -_ONE, -_ONE, um1 * x / tirx.log(u))
+    return tirx.Select(u == _ONE, x, tirx.Select(tirx.isinf(u), u, r))
+
 TE = {
     Op.CONST: _const,
     Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
@@ -182,6 +190,8 @@ TE = {
     Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: nan_max(x, _ZERO), "relu"),
     Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf, Op.SIGN: lambda n: topi.sign,
     Op.CAST: lambda n: lambda x: topi.cast(x, n.dtype),
+    Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
+    Op.EXPM1: _ew(_expm1, "expm1"),
     Op.ADD: _ew(lambda a, b: a + b, "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
     Op.MUL: _ew(lambda a, b: a * b, "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
     Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
