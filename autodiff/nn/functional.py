@@ -316,3 +316,19 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "linear", "layer_norm", "dropout",
            "embedding", "causal_mask", "additive_mask", "attention",
            "scaled_dot_product_attention", "cross_entropy", "mse_loss", "reduce_loss"]
+
+
+# -- model coverage (issue 16): padding, convolution, pooling, resampling, normalisation ----
+# Defined next to their modules; re-exported here under torch.nn.functional's names.
+from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
+from .padding import pad  # noqa: E402
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
+                      adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
+                      max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
+
+__all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
+            "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+            "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
+            "instance_norm", "rms_norm"]
