@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...graph.tensor import Tensor, concat
+from ...graph.trace import no_grad
 
 
 def parameters_to_vector(parameters) -> Tensor:
@@ -10,7 +11,8 @@ def parameters_to_vector(parameters) -> Tensor:
 
 
 def vector_to_parameters(vec: Tensor, parameters) -> None:
-    """Copy consecutive slices of ``vec`` into the parameters, in place (traced).
+    """Copy consecutive slices of ``vec`` into the parameters, in place (traced, without
+    gradient tracking).
 
     Raises:
         ValueError: ``vec`` is not 1-D or its length differs from the parameters' total.
@@ -20,7 +22,8 @@ def vector_to_parameters(vec: Tensor, parameters) -> None:
         raise ValueError(f"vector_to_parameters: expected a vector of "
                          f"{sum(p.numel() for p in ps)} values, got {list(vec.shape)}")
     at = 0
-    for p in ps:
-        n = p.numel()
-        p.copy_(vec.index(0, at, at + n).reshape(*p.shape))
-        at += n
+    with no_grad():                      # like PyTorch's ``param.data = ...``
+        for p in ps:
+            n = p.numel()
+            p.copy_(vec.index(0, at, at + n).reshape(*p.shape))
+            at += n
