@@ -20,7 +20,8 @@ from ..graph.trace import no_grad
 
 class _ParamState(dict):
     """``optimizer.state``: per-parameter state dicts, indexed by the parameter (as in
-    PyTorch) or by its ``id``."""
+    PyTorch) or by its ``id``; a missing entry reads as a new empty dict (PyTorch's
+    ``defaultdict(dict)``)."""
 
     @staticmethod
     def _key(k):
@@ -30,6 +31,11 @@ class _ParamState(dict):
     def __setitem__(self, k, v): dict.__setitem__(self, self._key(k), v)
     def __contains__(self, k): return dict.__contains__(self, self._key(k))
     def get(self, k, default=None): return dict.get(self, self._key(k), default)
+
+    def __missing__(self, k):
+        v = {}
+        dict.__setitem__(self, k, v)
+        return v
 
 
 def _scalar(v):
@@ -173,9 +179,9 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    st = self.state.get(p)
-                    if st is None:
-                        st = self.state[p] = self.init_state(p, group)
+                    st = self.state[p]
+                    if not st:
+                        st.update(self.init_state(p, group))
                     g = -p.grad if group.get("maximize") else p.grad
                     self.update(p, g, group, st)
         return loss
@@ -228,9 +234,7 @@ class Optimizer:
                     g[k] = tuple(v) if isinstance(v, list) else v
         for i, st in state_dict["state"].items():
             p = id_map[int(i)]
-            ours = self.state.get(p)
-            if ours is None:
-                ours = self.state[p] = {}
+            ours = self.state[p]
             for k, v in st.items():
                 if v is None:
                     continue
