@@ -15,7 +15,7 @@ import numpy as np
 from .ir import Op, Node
 from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
                   mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
-                  swap_last, unary, unslice, where)
+                  swap_last, unary, unslice, where, window_fold)
 from .trace import TRACER
 
 
@@ -55,35 +55,8 @@ def _pad_back(g, out, x):
 
 
 def _window_back(g, out, x):
-    """``x[o*step + k*dilation] += g[o, k]``: a sum of ``size`` strided placements of
-    ``g[..., k]`` (``step - 1`` zeros between the window starts, then an offset of
-    ``k * dilation``), all views plus adds: one elementwise kernel after lowering."""
     dim, size, step, dil = out.arg
-    length, n = x.shape[dim], out.shape[dim] * step
-    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
-        s = list(g.shape)
-        s.insert(dim + 1, 1)
-        pads = [(0, 0)] * len(s)
-        pads[dim + 1] = (0, step - 1)
-        s2 = list(g.shape)
-        s2[dim] = n
-        g = reshape(pad(reshape(g, s), pads), s2)
-    total = None
-    for k in range(size):
-        spec = [(0, d, 1) for d in g.shape]
-        spec[-1] = (k, k + 1, 1)
-        gk = reshape(slice_(g, spec), g.shape[:-1])
-        off = k * dil
-        keep = min(n, length - off)
-        if keep < n:
-            spec = [(0, d, 1) for d in gk.shape]
-            spec[dim] = (0, keep, 1)
-            gk = slice_(gk, spec)
-        pads = [(0, 0)] * len(gk.shape)
-        pads[dim] = (off, length - off - keep)
-        gk = pad(gk, pads)
-        total = gk if total is None else add(total, gk)
-    return total
+    return window_fold(g, dim, x.shape[dim], size, step, dil)
 
 
 def _concat_rule(i):

@@ -579,3 +579,19 @@ __all__ += ["leaky_relu", "elu", "celu", "selu", "silu", "softplus", "mish", "so
             "normalize", "cosine_similarity", "one_hot", "nll_loss", "binary_cross_entropy",
             "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss",
             "kl_div"]
+
+
+# -- model coverage (issue 16): padding, convolution, pooling, resampling, normalisation ----
+# Defined next to their modules; re-exported here under torch.nn.functional's names.
+from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
+from .padding import pad  # noqa: E402
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
+                      adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
+                      max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
+
+__all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
+            "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+            "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
+            "instance_norm", "rms_norm"]
