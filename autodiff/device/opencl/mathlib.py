@@ -39,9 +39,9 @@ __attribute__((overloadable)) inline T _ad_log(T x) {
 }
 """
 
-#: vector widths each inline function is emitted for (scalar, matmul dot-form epilogue,
-#: float16 rows and loads).
-WIDTHS = (1, 4, 16)
+#: vector widths each inline function is emitted for (scalar, the vector kernels' lanes,
+#: the matmul dot-form epilogue, float16 rows and loads).
+WIDTHS = (1, 2, 4, 8, 16)
 
 
 def _instantiate(template: str, w: int) -> str:
@@ -115,7 +115,7 @@ __attribute__((overloadable)) inline T _ad_min(T a, T b) {
 }
 """
 
-MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS + (8, 2))
+MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS)
 
 #: name used in rendered expressions -> definition to include in the program.
 FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN}
