@@ -1,0 +1,111 @@
+"""The programs the test suite builds for the other devices, collected for the CUDA compile
+checks (tests/device/test_cuda_compile.py) as optimized graph IR programs.
+
+* :func:`op_suite`: every test of tests/graph/test_ops.py (each parametrization), its
+  ``check_op`` reduced to tracing forward and backward and running once on the numpy device
+  (no torch, no finite differences): the graphs ``execute()`` hands a device.
+* :func:`random_programs`: the random-program generator of the OpenCL device test, same
+  derandomized examples, optimized as ``execute()`` does.
+* :func:`recorded`: the graphs of whatever ``fn()`` executes (examples, workloads), run on
+  the numpy device with the programs recorded on their way to it.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "graph"))
+sys.path.insert(0, str(HERE.parent / "opt"))
+
+import autodiff as ad  # noqa: E402
+
+
+def recorded(fn) -> list:
+    """The optimized graphs of every ``execute()`` that ``fn()`` runs (on the numpy device,
+    whatever device ``fn`` names)."""
+    from autodiff import runtime
+    from autodiff.device import numpy as npdev
+    graphs, real_compile, real_execute = [], npdev.compile, runtime.execute
+
+    def compile(graph, report=None, **options):
+        graphs.append(graph)
+        return real_compile(graph, report=report, **options)
+
+    def execute(device=None, **options):
+        return real_execute(device="numpy", **options)
+    npdev.compile, runtime.execute, ad.execute = compile, execute, execute
+    try:
+        fn()
+    finally:
+        npdev.compile, runtime.execute, ad.execute = real_compile, real_execute, real_execute
+    return graphs
+
+
+def _cases(fn):
+    """Keyword arguments of every parametrization of test function ``fn``."""
+    axes = []
+    for mark in getattr(fn, "pytestmark", []):
+        if mark.name != "parametrize":
+            continue
+        names = mark.args[0]
+        names = [s.strip() for s in names.split(",")] if isinstance(names, str) else list(names)
+        axis = []
+        for v in mark.args[1]:
+            v = getattr(v, "values", v)            # pytest.param(...)
+            axis.append(dict(zip(names, v)) if len(names) > 1 else {names[0]: v})
+        axes.append(axis)
+    for combo in itertools.product(*axes):
+        kw: dict = {}
+        for part in combo:
+            kw.update(part)
+        yield kw
+
+
+def op_suite() -> list:
+    """The graphs of every op-suite test case (see the module docstring)."""
+    import op_helper
+    import test_ops
+
+    def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed=0, low=-2.0, high=2.0,
+                 avoid=(0.0,), margin=0.1, forward_only=False, **_):
+        arrays = inputs if inputs is not None else op_helper.rand_inputs(
+            shapes, seed, low, high, avoid, margin)
+        arrays = [np.asarray(a, np.float32) if np.issubdtype(np.asarray(a).dtype, np.floating)
+                  else np.asarray(a, np.int32) for a in arrays]
+        return op_helper._run(ad_fn or torch_fn, arrays, forward_only, "numpy")[0]
+
+    def run_all():
+        saved = test_ops.check_op
+        test_ops.check_op = check_op
+        try:
+            for name, fn in sorted(vars(test_ops).items()):
+                if name.startswith("test_") and callable(fn):
+                    for kw in _cases(fn):
+                        ad.reset()
+                        fn(**kw)
+        finally:
+            test_ops.check_op = saved
+            ad.reset()
+    return recorded(run_all)
+
+
+def random_programs(n: int) -> list:
+    """``n`` derandomized programs of the random-program generator, optimized."""
+    from hypothesis import HealthCheck, given, settings
+    from opt_programs import build, specs
+
+    from autodiff.opt import optimize
+    out = []
+
+    @settings(max_examples=n, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(specs())
+    def collect(spec):
+        out.append(optimize(build(spec).graph))
+        ad.reset()
+    collect()
+    return out
