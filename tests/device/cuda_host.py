@@ -19,7 +19,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 
 import numpy as np
 from cuda.bindings import driver as _real
@@ -86,6 +85,14 @@ def gxx() -> str | None:
     return None if shutil.which("g++") else "no g++ to compile the CUDA program for the CPU"
 
 
+def workdir() -> str:
+    """Where compiled host programs are kept, by source hash (under the user's cache dir)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "autodiff", "cuda-host")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def source_binary(src: str, arch: str, options=()) -> nvrtc.Binary:
     """An NVRTC stand-in: a :class:`~autodiff.device.cuda.nvrtc.Binary` holding the source."""
     return nvrtc.Binary(src.encode(), "cubin", arch, "", "<host emulation>")
@@ -99,8 +106,9 @@ class _Module:
             path = os.path.join(workdir, f"{key}.cpp")
             with open(path, "w") as f:
                 f.write(SHIM + src)
-            subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread",
-                            "-o", lib, path], check=True, capture_output=True, text=True)
+            subprocess.run(["g++", "-std=c++20", "-O0", "-w", "-shared", "-fPIC", "-pthread",
+                            "-o", lib + ".tmp", path], check=True, capture_output=True, text=True)
+            os.replace(lib + ".tmp", lib)
         self.lib = ctypes.CDLL(lib)
         self.lib.ad_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 6 \
             + [ctypes.c_int]
@@ -119,7 +127,7 @@ class HostDriver:
                      "CUstream_flags", "CUstreamCaptureMode", "CUevent_flags"):
             setattr(self, enum, getattr(_real, enum))
         self.gpus, self.name, self.cc, self.sms = gpus, name, cc, multiprocessors
-        self.workdir = tempfile.mkdtemp(prefix="autodiff-cuda-host-")
+        self.workdir = workdir()
         self.calls: dict = {}
         self._mem: dict = {}
         self._capturing: list | None = None
@@ -198,7 +206,10 @@ class HostDriver:
     cuMemFreeHost = cuMemFree
 
     def _copy(self, dst, src, n, stream):
-        ctypes.memmove(int(dst), int(src), int(n))
+        if self._capturing is not None:
+            self._capturing.append(("copy", int(dst), int(src), int(n)))
+        else:
+            ctypes.memmove(int(dst), int(src), int(n))
         return (OK,)
 
     cuMemcpyHtoDAsync = cuMemcpyDtoHAsync = cuMemcpyDtoDAsync = _copy
@@ -229,6 +240,9 @@ class HostDriver:
         return (OK,)
 
     def _run(self, run):
+        if run[0] == "copy":
+            ctypes.memmove(*run[1:])
+            return
         module, name, whole, arena, dims = run
         fptr = ctypes.cast(getattr(module.lib, name), ctypes.c_void_p)
         module.lib.ad_launch(fptr, arena, *dims, int(whole))

@@ -28,12 +28,10 @@ from __future__ import annotations
 
 from ..opencl import philox as _philox
 
-#: vector widths generated for every element type
-WIDTHS = (2, 4, 8, 16)
+#: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
+#: stores of the dot-form tile); a template using another width needs it added here
+WIDTHS = (4, 16)
 LANES = "0123456789abcdef"
-
-#: scalar element types: C name -> (OpenCL vector prefix, is integral)
-ELEMENTS = {"float": "float", "int": "int", "uint": "uint"}
 
 #: OpenCL math builtins generic over float/floatN -> the CUDA float function (one operand
 #: or more); every one is defined for scalars and every width
@@ -101,7 +99,7 @@ def _operators(elem: str, w: int) -> str:
     t, it = _vec(elem, w), _vec("int", w)
     integral = elem != "float"
     out = []
-    arith = ["+", "-", "*", "/"] + (["%", "&", "|", "^", "<<", ">>"] if integral else [])
+    arith = ["+", "-", "*", "/"] + (["&", "|"] if integral else [])
     for op in arith:
         out.append(_lanewise(t, f"operator{op}", [(t, "a"), (t, "b")], lambda l: f"a.{l} {op} b.{l}"))
         out.append(_lanewise(t, f"operator{op}", [(t, "a"), (elem, "b")], lambda l: f"a.{l} {op} b"))
@@ -126,7 +124,7 @@ def _operators(elem: str, w: int) -> str:
 
 
 def _functions(w: int) -> str:
-    f, i, u = _vec("float", w), _vec("int", w), _vec("uint", w)
+    f, i = _vec("float", w), _vec("int", w)
     out = []
     for name, (cfn, n) in MATH.items():
         params = [(f, "abc"[k]) for k in range(n)]
@@ -140,9 +138,7 @@ def _functions(w: int) -> str:
     out.append(_lanewise(f, f"convert_float{w}", [(i, "a")], lambda l: f"(float)a.{l}"))
     out.append(_lanewise(f, f"convert_float{w}", [(f, "a")], lambda l: f"a.{l}"))
     out.append(_lanewise(i, f"as_int{w}", [(f, "a")], lambda l: f"__float_as_int(a.{l})"))
-    out.append(_lanewise(u, f"as_uint{w}", [(f, "a")], lambda l: f"__float_as_uint(a.{l})"))
     out.append(_lanewise(f, f"as_float{w}", [(i, "a")], lambda l: f"__int_as_float(a.{l})"))
-    out.append(_lanewise(f, f"as_float{w}", [(u, "a")], lambda l: f"__uint_as_float(a.{l})"))
     out.append(_vload(w))
     return "".join(out)
 
@@ -229,7 +225,7 @@ def source() -> str:
     """The prelude: macros, then the opening of ``namespace ad`` (closed by
     :data:`TAIL`) with every type and function the templates use."""
     parts = [HEAD]
-    parts += [_struct(e, w) for e in ELEMENTS for w in WIDTHS]
+    parts += [_struct(e, w) for e in ("float", "int") for w in WIDTHS] + [_struct("uint", 4)]
     parts.append(_scalar_math())
     parts += [_operators(e, w) for e in ("float", "int") for w in WIDTHS]
     parts += [_functions(w) for w in WIDTHS]

@@ -5,8 +5,9 @@ arena: the same functions) and renders every kernel statement through the shared
 templates (:mod:`autodiff.device.opencl.codegen`) in the CUDA dialect, in their GPU form:
 work-group tree reductions, no launch chains. Each kernel gets its block and grid from
 :mod:`.launch`; the host steps are the OpenCL device's (Feeds, Receives, Loops) with
-launches instead of NDRanges, and :func:`segments` groups each run of launches between two
-host boundaries into one :class:`Segment`, which the runtime captures as one CUDA graph.
+launches instead of NDRanges, and :func:`segments` groups everything between two nested
+loops (launches, and the Feeder and Receiver copies among them) into one
+:class:`Segment`, which the runtime captures as one CUDA graph.
 
 Arena layout: the OpenCL device's (:func:`autodiff.device.opencl._layout`), so the error
 flag, the Philox iteration words and every buffer sit at the same offsets.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...procedural.ir import BufferKind, FeederWrite, For, Kernel, ReceiverRead
 from .. import opencl as _cl
@@ -35,9 +38,26 @@ class Launch:
 
 @dataclass(eq=False)
 class Segment:
-    """Consecutive launches with no host boundary between them: one CUDA graph."""
-    launches: list[Launch]
+    """What runs between two host boundaries (the start of an iteration, a nested loop):
+    ``items`` are :class:`Launch` es, and the :class:`Feed` and :class:`Receive` copies
+    between them, in program order; captured as one CUDA graph. A Feed inside a segment is
+    a device-to-device copy from its staging allocation (filled from pinned host memory
+    before the graph launch); a Receive copies into its staging allocation (read back
+    into pinned host memory after the graph launch)."""
+    items: list
     graph: object = None          # the instantiated graph (runtime)
+
+    @property
+    def launches(self) -> list:
+        return [x for x in self.items if type(x) is Launch]
+
+    @property
+    def feeds(self) -> list:
+        return [x for x in self.items if type(x) is Feed]
+
+    @property
+    def receives(self) -> list:
+        return [x for x in self.items if type(x) is Receive]
 
     @property
     def rand(self) -> bool:
@@ -52,6 +72,11 @@ class Feed:
     shape: tuple
     dtype: str
     pending: object = None
+    staging: int = 0              # device staging allocation (runtime)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
 
 
 @dataclass(eq=False)
@@ -61,6 +86,7 @@ class Receive:
     parts: list
     ring: list = field(default_factory=list)
     count: int = 0
+    staging: list = field(default_factory=list)    # device allocation per part (runtime)
 
 
 @dataclass(eq=False)
@@ -144,39 +170,35 @@ def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
 
 
 def segments(steps: list) -> list:
-    """``steps`` with every run of consecutive :class:`Launch` es replaced by one
-    :class:`Segment` (recursively in loop bodies). Feeds, Receives and nested loops are
-    the host boundaries between segments."""
+    """``steps`` with every run of launches, Feeds and Receives replaced by one
+    :class:`Segment` (recursively in loop bodies): nested loops are the only host
+    boundaries inside an iteration, so an iteration without one is one graph launch.
+    A loop's ``feeds`` stay the Feeds directly in its body (called at each iteration's
+    start)."""
     out: list = []
     for st in steps:
-        if type(st) is Launch:
-            if out and type(out[-1]) is Segment:
-                out[-1].launches.append(st)
-            else:
-                out.append(Segment([st]))
-        elif type(st) is Loop:
+        if type(st) is Loop:
             st.body = segments(st.body)
-            st.feeds = [x for x in st.body if type(x) is Feed]
+            st.feeds = [f for x in st.body if type(x) is Segment for f in x.feeds]
             out.append(st)
+        elif out and type(out[-1]) is Segment:
+            out[-1].items.append(st)
         else:
-            out.append(st)
+            out.append(Segment([st]))
     return out
 
 
 def launches_per_iteration(steps: list) -> dict:
-    """What one iteration of the first top-level loop issues: ``graph_launches`` (segments,
-    inner loops counted once per inner iteration), ``kernels`` (kernel launches inside
-    them), ``copies`` (Feeder and Receiver transfers, one per part). Empty when there is
-    no loop."""
+    """What one iteration of the first top-level loop issues: ``graph_launches`` (inner
+    loops counted once per inner iteration), ``kernels`` (kernel launches inside the
+    graphs), ``copies`` (host<->device transfers: one per Feeder, one per Receiver part).
+    Empty when there is no loop."""
     def count(body):
         g = k = c = 0
         for st in body:
             if type(st) is Segment:
                 g, k = g + 1, k + len(st.launches)
-            elif type(st) is Feed:
-                c += 1
-            elif type(st) is Receive:
-                c += len(st.parts)
+                c += len(st.feeds) + sum(len(r.parts) for r in st.receives)
             elif type(st) is Loop:
                 gi, ki, ci = count(st.body)
                 n = len(st.range)

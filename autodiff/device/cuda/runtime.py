@@ -3,17 +3,21 @@ loop that launches every segment of kernels as one captured CUDA graph.
 
 Execution model (the OpenCL device's, :mod:`autodiff.device.opencl.runtime`, on CUDA):
 
-* the module is loaded once; every :class:`~.program.Segment` (the kernels between two host
-  boundaries) is captured once from the stream into a CUDA graph and instantiated, so one
-  loop iteration without Feeders or Receivers in the middle of its kernels is one
-  ``cuGraphLaunch``;
+* the module is loaded once; every :class:`~.program.Segment` (what runs between nested
+  loops: kernels, and the device-side copies of Feeders and Receivers among them) is
+  captured once from the stream into a CUDA graph and instantiated, so a loop iteration
+  without a nested loop is one ``cuGraphLaunch``;
 * Feeders are called at the start of their iteration (the host prepares iteration k+1
   while the GPU runs k); the value is copied into a pinned staging array (page-locked
-  ``cuMemHostAlloc`` memory, reused) and written to the arena by an asynchronous copy on
-  the same stream, where the Feeder sits in the program;
-* Receiver values come back by asynchronous copies into pinned ring slots followed by an
-  event; callbacks run in order as their events complete, at the latest before
-  :meth:`Executable.run` returns; at most :data:`RING` iterations are in flight;
+  ``cuMemHostAlloc`` memory, reused), then by an asynchronous copy on the same stream,
+  just before the graph launch, into the Feeder's device staging allocation; the graph
+  copies it into the arena where the Feeder sits in the program (stream order keeps
+  iteration k+1's copy behind iteration k's graph);
+* a Receiver's values are copied by the graph into its device staging allocation where
+  the Receiver sits, and after the graph launch by asynchronous copies into pinned ring
+  slots followed by an event; callbacks run in order as their events complete, at the
+  latest before :meth:`Executable.run` returns; at most :data:`RING` iterations are in
+  flight;
 * kernels that draw random numbers read the loop's iteration words from the arena; a
   one-thread kernel writes them (its arguments are the words) before a segment that
   draws, when the iteration changed;
@@ -176,9 +180,14 @@ class Executable:
             self._ckpt = int(call(cu.cuMemAlloc, written[1]))
         self._pinned = Pinned(cu)
         self._staging = Staging(self._pinned.array)
-        self._events: list = []
         self._graphs = []
+        self._staged = []               # device staging of Feeders and Receivers
         for seg in _segments(self.steps):
+            for x in seg.feeds:
+                x.staging = self._alloc(x.nbytes)
+            for r in seg.receives:
+                r.staging = [self._alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+                             for _, shape, dtype in r.parts]
             seg.graph = self._capture(seg)
         feed_bytes = sum(int(np.prod(f.shape)) * np.dtype(f.dtype).itemsize
                          for lp in _loops(self.steps) for f in _feeds(lp.body))
@@ -187,19 +196,34 @@ class Executable:
         self.stats["graphs"] = len(self._graphs)
 
     # -- device operations ------------------------------------------------------------------
+    def _alloc(self, nbytes: int) -> int:
+        p = int(call(self.cu.cuMemAlloc, max(nbytes, 4)))
+        self._staged.append(p)
+        return p
+
     def _launch(self, la) -> None:
         g = la.geometry
         call(self.cu.cuLaunchKernel, self._fn[la.name], *g.grid, *g.block, 0, self._stream,
              _ptr(self._params), 0)
 
     def _capture(self, seg: Segment):
-        """Record ``seg`` 's launches from the stream into a CUDA graph, instantiated."""
+        """Record ``seg`` from the stream into a CUDA graph, instantiated: its launches, and
+        the device-side copies of its Feeders (staging -> arena) and Receivers (arena ->
+        staging) in program order."""
         cu = self.cu
         mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         call(cu.cuStreamBeginCapture, self._stream, mode)
+        copy = cu.cuMemcpyDtoDAsync
         try:
-            for la in seg.launches:
-                self._launch(la)
+            for x in seg.items:
+                if type(x) is Feed:
+                    call(copy, self._arena + x.offset, x.staging, x.nbytes, self._stream)
+                elif type(x) is Receive:
+                    for (off, shape, dtype), dst in zip(x.parts, x.staging):
+                        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                        call(copy, dst, self._arena + off, n, self._stream)
+                else:
+                    self._launch(x)
         finally:
             graph = call(cu.cuStreamEndCapture, self._stream)
         exe = call(cu.cuGraphInstantiate, graph, 0)
@@ -207,11 +231,15 @@ class Executable:
         self._graphs.append(exe)
         return exe
 
-    def _write(self, offset: int, a: np.ndarray) -> None:
-        call(self.cu.cuMemcpyHtoDAsync, self._arena + offset, _ptr(a), a.nbytes, self._stream)
+    def _write(self, offset: int, a: np.ndarray, base: int | None = None) -> None:
+        """Host ``a`` -> device ``base`` (default: the arena) + ``offset`` bytes."""
+        dst = (self._arena if base is None else base) + offset
+        call(self.cu.cuMemcpyHtoDAsync, dst, _ptr(a), a.nbytes, self._stream)
 
-    def _read(self, a: np.ndarray, offset: int) -> None:
-        call(self.cu.cuMemcpyDtoHAsync, _ptr(a), self._arena + offset, a.nbytes, self._stream)
+    def _read(self, a: np.ndarray, offset: int, base: int | None = None) -> None:
+        """Device ``base`` (default: the arena) + ``offset`` bytes -> host ``a``."""
+        src = (self._arena if base is None else base) + offset
+        call(self.cu.cuMemcpyDtoHAsync, _ptr(a), src, a.nbytes, self._stream)
 
     def _event(self):
         cu = self.cu
@@ -290,19 +318,20 @@ class Executable:
 
     def _exec(self, steps) -> None:
         for st in steps:
-            if type(st) is Segment:
-                if st.rand and self._words != self._dev_words:
-                    self._write_words()
-                call(self.cu.cuGraphLaunch, st.graph, self._stream)
-            elif type(st) is Loop:
+            if type(st) is Loop:
                 self._loop(st)
-            elif type(st) is Feed:
-                if st.pending is None:          # not called at its iteration's start
-                    self._call_feed(st)
-                self._write(st.offset, st.pending)
-                st.pending = None
-            elif self._replay is None:          # a replay suppresses Receivers
-                self._receive(st)
+                continue
+            for f in st.feeds:
+                if f.pending is None:           # not called at its iteration's start
+                    self._call_feed(f)
+                self._write(0, f.pending, f.staging)
+                f.pending = None
+            if st.rand and self._words != self._dev_words:
+                self._write_words()
+            call(self.cu.cuGraphLaunch, st.graph, self._stream)
+            if self._replay is None:            # a replay suppresses Receivers
+                for r in st.receives:
+                    self._receive(r)
 
     def _loop(self, lp: Loop, start: int = 0, stop: int | None = None) -> None:
         """Run iterations ``start .. stop-1`` of ``lp``; an outermost loop with callbacks
@@ -428,8 +457,8 @@ class Executable:
         while len(self._pending) >= RING - 1:
             self._finish_one(wait=True)
         arrays = r.ring[slot]
-        for (off, _, _), a in zip(r.parts, arrays):
-            self._read(a, off)
+        for staging, a in zip(r.staging, arrays):
+            self._read(a, 0, staging)
         r.count += 1
         self._pending.append(Pending(self._event(), r, arrays, tuple(self._iters)))
 
@@ -463,7 +492,8 @@ class Executable:
         try:
             for g in getattr(self, "_graphs", []):
                 cu.cuGraphExecDestroy(g)
-            for p in (getattr(self, "_arena", None), getattr(self, "_ckpt", None)):
+            for p in [getattr(self, "_arena", None), getattr(self, "_ckpt", None),
+                      *getattr(self, "_staged", [])]:
                 if p:
                     cu.cuMemFree(p)
             if getattr(self, "_pinned", None) is not None:
