@@ -20,6 +20,7 @@ pytest.importorskip("cuda.bindings.driver", reason="the cuda device needs the [c
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cuda_host  # noqa: E402
+from cuda_programs import feeder, loop_program, state_after, sweep  # noqa: E402
 
 import autodiff as ad  # noqa: E402
 from autodiff.device.cuda import driver, nvrtc  # noqa: E402
@@ -43,31 +44,9 @@ def host(monkeypatch):
     driver.devices.cache_clear()
 
 
-def _sweep(dev):
-    """Many ops forward and backward in one program (the OpenCL device test's sweep)."""
-    rng = np.random.default_rng(3)
-    a = ad.Tensor(rng.uniform(0.5, 2.0, (3, 5)), requires_grad=True)
-    b = ad.Tensor(rng.uniform(-1.0, 1.0, (5, 19)), requires_grad=True)
-    c = ad.Tensor(rng.uniform(-1.0, 1.0, (19,)), requires_grad=True)
-    h = (a @ b + c)
-    outs = [h.relu(), h.sigmoid(), h.tanh(), h.exp() * 0.1, a.log(), a.sqrt(),
-            a.rsqrt(), a.reciprocal(), h.sin(), h.cos(), h.abs(), h.erf(),
-            h.maximum(h * 0.5), h.minimum(h.T.T * 0.25), (h > 0.1).float() * h,
-            ad.where(h > 0, h, h * 0.01), a ** 2, a.pow(1.5), h.softmax(-1),
-            h.log_softmax(-1), h.sum(0), h.amax(-1), h.mean(), h.permute(1, 0) * 2.0,
-            h[:, 2:11] * 3.0, ad.concat([h, a], dim=1), h.reshape(19, 3).sum(1),
-            ad.matmul(h.T, h), ad.matmul(h.reshape(1, 3, 19), h.reshape(1, 19, 3)),
-            ad.Tensor(rng.standard_normal((80, 19))) @ h.T]     # B packed (transposed)
-    loss = sum((o * o).sum() if i % 2 else o.sum() for i, o in enumerate(outs))
-    loss.backward()
-    report = ad.execute(device=dev)
-    return [o.numpy() for o in outs] + [loss.numpy(), a.grad.numpy(), b.grad.numpy(),
-                                        c.grad.numpy()], report
-
-
 def test_op_sweep_matches_numpy(host):
-    ref, _ = _sweep("numpy")
-    got, report = _sweep("cuda")
+    ref, _ = sweep("numpy")
+    got, report = sweep("cuda")
     for i, (r, g) in enumerate(zip(ref, got)):
         np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL * max(1, np.abs(r).max()),
                                    err_msg=f"value {i}")
@@ -79,46 +58,16 @@ def test_op_sweep_matches_numpy(host):
     assert "__syncthreads();" in src and 'extern "C" __global__' in src
 
 
-def _loop_program(steps, feed, recv, dropout=False):
-    ad.manual_seed(1)
-    w = ad.Tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), requires_grad=True)
-    from autodiff.nn import functional as F
-    from autodiff.optim import SGD
-    opt = SGD([w], lr=0.1)
-
-    def body():
-        opt.zero_grad()
-        x = ad.Feeder(feed, shape=[2, 3], name="x")
-        h = (x @ w).tanh()
-        if dropout:
-            h = F.dropout(h, 0.5)
-        loss = (h ** 2).sum()
-        loss.backward()
-        opt.step()
-        ad.Receiver(recv, [loss, w], name="loss")
-    ad.ir_for(range(steps), body)
-    return w
-
-
-def _feeder():
-    k = [0]
-
-    def feed():
-        k[0] += 1
-        return np.full((2, 3), 0.1 * k[0], np.float32)
-    return feed
-
-
 @pytest.mark.parametrize("dropout", [False, True], ids=["sgd", "dropout"])
 def test_receivers_in_order_one_graph_launch_per_iteration(host, dropout):
     """12 SGD steps; with dropout the masks (Philox, iteration words written by a one-thread
     kernel before each graph) are bit-identical to the numpy reference's."""
     seen_ref, seen = [], []
-    w = _loop_program(12, _feeder(), lambda l, w: seen_ref.append((float(l), w)), dropout)
+    w = loop_program(12, feeder(), lambda l, w: seen_ref.append((float(l), w)), dropout)
     ad.execute(device="numpy")
     w_ref = w.numpy()
     ad.reset()
-    w = _loop_program(12, _feeder(), lambda l, w: seen.append((float(l), w)), dropout)
+    w = loop_program(12, feeder(), lambda l, w: seen.append((float(l), w)), dropout)
     report = ad.execute(device="cuda")
     assert len(seen) == 12
     np.testing.assert_allclose([s[0] for s in seen], [s[0] for s in seen_ref], rtol=RTOL,
@@ -132,23 +81,15 @@ def test_receivers_in_order_one_graph_launch_per_iteration(host, dropout):
     assert st["steady_iteration_ms"] > 0 and st["first_iteration_s"] > 0
 
 
-def _state_after(steps):
-    w = _loop_program(steps, _feeder(), lambda *a: None)
-    ad.execute(device="numpy")
-    out = w.numpy()
-    ad.reset()
-    return out
-
-
 def test_receiver_error_restores_last_completed_iteration():
-    expected = _state_after(5)
+    expected = state_after(5)
 
     def recv(loss, w):
         recv.n += 1
         if recv.n == 6:
             raise ValueError("stop")
     recv.n = 0
-    w = _loop_program(12, _feeder(), recv)
+    w = loop_program(12, feeder(), recv)
     with pytest.raises(ad.ReceiverError, match="iteration 5") as e:
         ad.execute(device="cuda")
     assert isinstance(e.value.__cause__, ValueError)
@@ -156,14 +97,14 @@ def test_receiver_error_restores_last_completed_iteration():
 
 
 def test_wrong_feeder_shape_keeps_last_completed_iteration():
-    expected = _state_after(3)
-    good = _feeder()
+    expected = state_after(3)
+    good = feeder()
 
     def feed():
         feed.n += 1
         return good() if feed.n <= 3 else np.zeros((3, 3), np.float32)
     feed.n = 0
-    w = _loop_program(8, feed, lambda *a: None)
+    w = loop_program(8, feed, lambda *a: None)
     with pytest.raises(ad.FeederError, match="iteration 3"):
         ad.execute(device="cuda")
     np.testing.assert_allclose(w.numpy(), expected, rtol=RTOL, atol=ATOL)
