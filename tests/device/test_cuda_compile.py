@@ -122,3 +122,36 @@ def test_tiny_transformer_compiles_for_sm80_and_sm90(pool):
         lambda: run_autodiff.run(w, w.init(0), w.data(2), 2, "numpy"))
     assert len(graphs) == 1
     _check(pool, graphs, "w")
+
+
+def test_tvm_cuda_target_compiles_with_nvrtc_without_a_toolkit(monkeypatch):
+    """The TVM device's ``target="cuda"``: the built module holds CUDA source, which TVM's
+    runtime compiles when a GPU loads it, through its ``tvm_callback_cuda_compile`` (NVRTC
+    via cuda-bindings, the [cuda] extra). That callback, run here as the runtime runs it,
+    gives CUBINs for sm_80 and sm_90 with no nvcc on the PATH; on a GPU the whole path runs
+    (test_cuda_gpu.py)."""
+    tvm = pytest.importorskip("tvm", reason="the tvm device needs the [tvm] extra")
+    import numpy as np
+    import tvm_ffi
+
+    import autodiff as ad
+    from autodiff.device import tvm as tvm_device
+    from autodiff.graph.trace import TRACER
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")             # no CUDA toolkit
+    monkeypatch.setenv("TVM_CUDA_COMPILE_MODE", "nvrtc")
+    rng = np.random.default_rng(0)
+    x = ad.Tensor(rng.standard_normal((64, 32)).astype(np.float32), requires_grad=True)
+    w = ad.Tensor(rng.standard_normal((32, 16)).astype(np.float32), requires_grad=True)
+    ((x @ w).relu().sum(1).exp().sum()).backward()
+    g = TRACER.finish()
+    compile_cuda = tvm_ffi.get_global_func("tvm_callback_cuda_compile")
+    for arch in ARCHS:
+        target = tvm_device.make_target({"kind": "cuda", "arch": arch})
+        _, ex, _, stats = tvm_device.build(g, target=target)
+        cuda_mod = ex.mod.imports[0].imports[0]
+        assert stats["target"] == "cuda" and cuda_mod.kind == "cuda"
+        src = cuda_mod.inspect_source()
+        assert "__global__" in src
+        with target:
+            cubin = bytes(compile_cuda(src))
+        assert cubin[:4] == b"\x7fELF", arch
