@@ -37,5 +37,18 @@ class ReceiverError(RuntimeError):
         super().__init__(f"Receiver '{name}'{where}: {msg}")
 
 
+class TracedValueError(TypeError):
+    """A traced tensor was used as a Python value (``bool``, ``int``, ``float``, an index)
+    while the program is being traced: its value does not exist yet. Raised at trace time,
+    naming the conversion and the user's ``file:line``."""
+
+    def __init__(self, conversion: str, what: str, site: str, instead: str) -> None:
+        self.conversion, self.site = conversion, site
+        super().__init__(
+            f"{conversion}() of {what}: a traced tensor has no value while tracing (the "
+            f"program runs later, in execute()) (at {site}). {instead} To see values on "
+            "the host, hand the tensor to a Receiver.")
+
+
 def _it(iteration: tuple) -> str:
     return str(iteration[0]) if len(iteration) == 1 else str(list(iteration))

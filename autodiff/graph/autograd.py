@@ -54,6 +54,38 @@ def _pad_back(g, out, x):
     return slice_(g, [(a, a + d, 1) for (a, _), d in zip(out.arg, x.shape)])
 
 
+def _window_back(g, out, x):
+    """``x[o*step + k*dilation] += g[o, k]``: a sum of ``size`` strided placements of
+    ``g[..., k]`` (``step - 1`` zeros between the window starts, then an offset of
+    ``k * dilation``), all views plus adds: one elementwise kernel after lowering."""
+    dim, size, step, dil = out.arg
+    length, n = x.shape[dim], out.shape[dim] * step
+    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
+        s = list(g.shape)
+        s.insert(dim + 1, 1)
+        pads = [(0, 0)] * len(s)
+        pads[dim + 1] = (0, step - 1)
+        s2 = list(g.shape)
+        s2[dim] = n
+        g = reshape(pad(reshape(g, s), pads), s2)
+    total = None
+    for k in range(size):
+        spec = [(0, d, 1) for d in g.shape]
+        spec[-1] = (k, k + 1, 1)
+        gk = reshape(slice_(g, spec), g.shape[:-1])
+        off = k * dil
+        keep = min(n, length - off)
+        if keep < n:
+            spec = [(0, d, 1) for d in gk.shape]
+            spec[dim] = (0, keep, 1)
+            gk = slice_(gk, spec)
+        pads = [(0, 0)] * len(gk.shape)
+        pads[dim] = (off, length - off - keep)
+        gk = pad(gk, pads)
+        total = gk if total is None else add(total, gk)
+    return total
+
+
 def _concat_rule(i):
     def rule(g, out, *xs):
         start = sum(x.shape[out.arg] for x in xs[:i])
@@ -106,6 +138,7 @@ GRADS: dict = {
     Op.EXPAND: (lambda g, o, x: _unbroadcast_expand(g, o, x),),
     Op.SLICE: (_slice_back,),
     Op.PAD: (_pad_back,),
+    Op.WINDOW: (_window_back,),
     Op.GATHER: (lambda g, o, t, i: scatter_add(g, i, t.shape[0]), None),
     Op.SCATTER_ADD: (lambda g, o, u, i: gather(g, i), None),
 }

@@ -54,6 +54,9 @@ class Op(enum.Enum):
     SLICE = enum.auto()      # arg: tuple of (start, stop, step) per dim
     PAD = enum.auto()        # arg: tuple of (before, after) per dim, zeros outside
     CONCAT = enum.auto()     # arg: dim
+    WINDOW = enum.auto()     # arg: (dim, size, step, dilation); sliding windows of ``dim``:
+                             # out[..., o, ..., k] = x[..., o*step + k*dilation, ...], the
+                             # window index k a new last dim (``Tensor.unfold`` + dilation)
     GATHER = enum.auto()     # srcs: (table [N, ...], idx int32 [...]) -> [..., ...]
     SCATTER_ADD = enum.auto()  # srcs: (updates [..., ...], idx [...]); arg: N -> [N, ...]
     # effects
@@ -69,7 +72,8 @@ COMPARE = frozenset({Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE}
 BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN}) | COMPARE
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
 REDUCE = frozenset({Op.SUM, Op.RMAX})
-MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT})
+MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT,
+                      Op.WINDOW})
 LEAF = frozenset({Op.CONST, Op.LOAD, Op.FEEDER, Op.RAND})
 EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER})
 

@@ -146,6 +146,36 @@ def concat(xs, dim: int) -> Node:
     return _emit(Op.CONCAT, xs, shape, xs[0].dtype, dim)
 
 
+def window(x: Node, dim: int, size: int, step: int = 1, dilation: int = 1) -> Node:
+    """Sliding windows of ``x`` along ``dim`` (``Tensor.unfold`` with a dilation).
+
+    ``out[..., o, ..., k] = x[..., o*step + k*dilation, ...]``: ``dim`` becomes the window
+    count ``(L - dilation*(size-1) - 1) // step + 1`` and the window index ``k`` a new last
+    dim of ``size``. A view (index arithmetic, nothing copied), the implicit im2col of a
+    convolution.
+
+    Raises:
+        ShapeError: ``size``, ``step`` or ``dilation`` below 1, or a window longer than the
+            dim.
+    """
+    nd = len(x.shape)
+    if nd == 0:
+        raise ShapeError("unfold", [x.shape], user_site(), "needs a tensor with >= 1 dim")
+    dim = _norm_dim(dim, nd, "unfold", x.shape)
+    size, step, dilation = int(size), int(step), int(dilation)
+    if size < 1 or step < 1 or dilation < 1:
+        raise ShapeError("unfold", [x.shape], user_site(),
+                         f"size {size}, step {step} and dilation {dilation} must be >= 1")
+    span = dilation * (size - 1) + 1
+    if span > x.shape[dim]:
+        raise ShapeError("unfold", [x.shape], user_site(),
+                         f"maximum size for dim {dim} is {x.shape[dim]} but the window "
+                         f"spans {span}")
+    shape = list(x.shape)
+    shape[dim] = (x.shape[dim] - span) // step + 1
+    return _emit(Op.WINDOW, (x,), shape + [size], x.dtype, (dim, size, step, dilation))
+
+
 # -- elementwise ----------------------------------------------------------------------
 def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
     try:

@@ -40,6 +40,15 @@ def _scatter_add(n):
     return run
 
 
+def _window(n):
+    dim, size, step, dil = n.arg
+    idx = np.arange(n.shape[dim])[:, None] * step + np.arange(size)[None, :] * dil
+
+    def run(x):
+        return np.moveaxis(np.take(x, idx, axis=dim), dim + 1, -1)
+    return run
+
+
 #: op -> function(node) -> kernel(*operand arrays); the renderer-table idea of tinygrad.
 KERNELS = {
     Op.NEG: lambda n: np.negative, Op.EXP: lambda n: np.exp, Op.LOG: lambda n: np.log,
@@ -67,6 +76,7 @@ KERNELS = {
     Op.SLICE: lambda n: lambda x: x[tuple(slice(a, b, s) for a, b, s in n.arg)],
     Op.PAD: lambda n: lambda x: np.pad(x, n.arg),
     Op.CONCAT: lambda n: lambda *xs: np.concatenate(xs, axis=n.arg),
+    Op.WINDOW: _window,
     Op.GATHER: lambda n: _gather,
     Op.SCATTER_ADD: lambda n: _scatter_add(n.arg),
 }

@@ -81,7 +81,7 @@ def _fold_concat(ctx, n: Node):
     return _const(n, v) if all(same_value(s.arg, v) for s in n.srcs) else None
 
 
-_VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
+_VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.WINDOW})
 _C = Pat(Op.CONST)
 
 CONST_FOLD = PatternMatcher([

@@ -9,7 +9,7 @@ For each graph (the top level and every ``For`` body, recursively):
    ``bytes allocated - bytes freed`` (a node frees a buffer when it is that buffer's last
    reader; views are free and go first), ties broken by program position: deterministic,
    O((N + E) log N), and it keeps live memory low for the planner.
-2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat), constants,
+2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat, window), constants,
    ``RAND`` and ``LOAD`` become *views*: functions from an index to a value expression over
    the producer's buffer. Elementwise nodes, ``DOT``, ``SUM``/``RMAX``, ``GATHER`` and
    ``SCATTER_ADD`` become one kernel each, writing a ``temp`` buffer ``t<node id>``.
@@ -534,6 +534,14 @@ class _Lowering:
                 if cond == Num(1):
                     return inner
                 return Select(cond, inner, Const(0 if n.dtype == "int32" else 0.0, n.dtype))
+            return View(shape, at)
+        if op is Op.WINDOW:
+            dim, size, step, dil = arg
+
+            def at(idx):
+                src = list(idx[:-1])
+                src[dim] = simplify(idx[dim] * step + idx[-1] * dil)
+                return x.at(src)
             return View(shape, at)
         if op is Op.CONCAT:
             parts = [self.views[s.id] for s in n.srcs]

@@ -81,6 +81,15 @@ def _pad(n: Node):
     return lambda x: topi.nn.pad(x, before, after, pad_value=tirx.const(0, x.dtype))
 
 
+def _window(n: Node):
+    dim, size, step, dil = (int(a) for a in n.arg)
+
+    def build(x):
+        return te.compute(n.shape, lambda *i: x[(*i[:dim], i[dim] * step + i[-1] * dil,
+                                                 *i[dim + 1:-1])], name="window")
+    return build
+
+
 def _gather(n: Node):
     def build(table, idx):
         rows = table.shape[0]
@@ -156,7 +165,7 @@ TE = {
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
     Op.EXPAND: lambda n: lambda x: topi.broadcast_to(x, list(n.arg)),
-    Op.SLICE: _slice, Op.PAD: _pad,
+    Op.SLICE: _slice, Op.PAD: _pad, Op.WINDOW: _window,
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
     Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
 }
