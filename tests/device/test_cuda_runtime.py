@@ -140,6 +140,24 @@ def test_ptx_for_newer_gpus_and_resource_report():
     assert again.cached and again.image == cubin.image
 
 
+@nvrtc_missing
+def test_aligned_row_loads_become_float4_transactions():
+    """The wrapper tells NVVM the arena is 256-byte aligned, so the lane loads of a matmul
+    row (``vload16`` at 16-float offsets) compile to 128-bit ``ld.global.v4`` loads."""
+    from cuda_programs import recorded
+    rng = np.random.default_rng(0)
+
+    def prog():
+        a = ad.Tensor(rng.standard_normal((64, 128)).astype(np.float32))
+        b = ad.Tensor(rng.standard_normal((128, 64)).astype(np.float32))
+        y = (a @ b).relu()
+        ad.execute(device="numpy")
+        return y
+    g, = recorded(prog)
+    ptx = nvrtc.compile(program.render(g, H100).source, "compute_90").image.decode()
+    assert ptx.count("ld.global.v4.f32") + ptx.count("ld.global.nc.v4.f32") >= 4
+
+
 def test_resources_are_parsed_from_the_ptxas_report():
     log = ("ptxas info    : Compiling entry function 'k7_reduce' for 'sm_90'\n"
            "ptxas info    : Function properties for k7_reduce\n"

@@ -54,6 +54,10 @@ class CUDABody(CUDA):
 CUDA_WHOLE = CUDA()
 BODY = CUDABody()
 
+#: how the shared templates render for CUDA (the codegen "target": one point per thread,
+#: no vector lanes, the 8x16 register tile, work-group tree reductions)
+TARGET = {"vector": 1, "tile": (8, 16, 1), "reductions": "tree"}
+
 #: OpenCL spellings in template output -> their C++ form: (pattern, replacement)
 REWRITES = [
     (re.compile(r"\(((?:float|int|uint)(?:2|4|8|16))\)\("), r"\1("),

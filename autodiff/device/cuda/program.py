@@ -23,7 +23,7 @@ from ...procedural.ir import BufferKind, FeederWrite, For, Kernel, ReceiverRead
 from .. import opencl as _cl
 from ..opencl import codegen, philox
 from . import launch, prelude
-from .dialect import BODY, translate
+from .dialect import BODY, TARGET, translate
 from .launch import Geometry, Limits
 
 
@@ -154,7 +154,7 @@ def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
             name = f"{prefix}k{len(kernels)}_{s.kind.replace('+', '_').lower()}"
-            for src in codegen.kernel(name, s, off, d=BODY, reductions="tree"):
+            for src in _kernel(name, s, off):
                 geo = launch.geometry(src, limits)
                 if src.whole:
                     texts.append(launch.bounded(src.name, translate(src.src), geo))
@@ -167,6 +167,17 @@ def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
         else:
             raise NotImplementedError(f"cuda: no step for {type(s).__name__}")
     return steps
+
+
+def _kernel(name: str, stmt, off: dict) -> list:
+    """The shared templates' sources of ``stmt`` in the CUDA body dialect and
+    :data:`.dialect.TARGET` (codegen's ``target`` argument where it has one, else its
+    ``reductions`` form)."""
+    import inspect
+    if "target" in inspect.signature(codegen.kernel).parameters:
+        from ..opencl.target import Target
+        return codegen.kernel(name, stmt, off, d=BODY, target=Target(**TARGET))
+    return codegen.kernel(name, stmt, off, d=BODY, reductions=TARGET["reductions"])
 
 
 def segments(steps: list) -> list:
