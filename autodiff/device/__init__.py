@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 
 DEVICES = {"numpy": "autodiff.device.numpy", "opencl": "autodiff.device.opencl",
-           "tvm": "autodiff.device.tvm"}
+           "tvm": "autodiff.device.tvm", "cuda": "autodiff.device.cuda"}
 
 
 def get(name: str):
