@@ -16,6 +16,13 @@ class ShapeError(ValueError):
                          f"(traced at {site})")
 
 
+class DTypeError(TypeError, NotImplementedError):
+    """An op does not take operands of these dtypes (bitwise ops on floats, negation of
+    bool, a non-bool ``where`` condition...). Raised at trace time; the message names the
+    op, the dtypes and the user's ``file:line``. A ``TypeError``, and a
+    ``NotImplementedError`` (so a ``RuntimeError``) as PyTorch raises for these."""
+
+
 class FeederError(RuntimeError):
     """A Feeder callback raised or returned a value of the wrong type, shape or dtype.
 

@@ -149,16 +149,17 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
 
 
 def embedding(idx, weight: Tensor) -> Tensor:
-    """Rows of ``weight [num, dim]`` picked by int32 ``idx`` (any shape): ``[*idx.shape, dim]``.
+    """Rows of ``weight [num, dim]`` picked by int32/int64 ``idx`` (any shape):
+    ``[*idx.shape, dim]``.
 
     An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add).
 
     Raises:
-        TypeError: ``idx`` is not int32.
+        TypeError: ``idx`` is not int32 or int64.
     """
-    idx = _tensor(idx, "int32") if not isinstance(idx, Tensor) else idx
-    if idx.dtype != "int32":
-        raise TypeError(f"embedding: indices must be int32, got {idx.dtype}")
+    idx = _tensor(idx, "int64") if not isinstance(idx, Tensor) else idx
+    if idx.dtype not in ("int32", "int64"):
+        raise TypeError(f"embedding: indices must be int32 or int64, got {idx.dtype}")
     return weight[idx]
 
 
@@ -288,8 +289,9 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
         if label_smoothing:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_cls
         return reduce_loss(-(target * logp).sum(-1), reduction)
-    if target.dtype != "int32":
-        raise TypeError(f"cross_entropy: class targets must be int32, got {target.dtype}")
+    if target.dtype not in ("int32", "int64"):
+        raise TypeError(f"cross_entropy: class targets must be int32 or int64, got "
+                        f"{target.dtype}")
     if tuple(target.shape) != tuple(batch_shape):
         raise ValueError(f"cross_entropy: targets {list(target.shape)} do not fit logits "
                          f"{list(input.shape)} (expected {list(batch_shape)})")
