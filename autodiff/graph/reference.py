@@ -36,7 +36,10 @@ def _relu(x):
 
 
 def _sign(x):
-    return x if x.dtype == np.bool_ else np.sign(x)
+    """torch.sign: -1, 0 or 1, and 0 for NaN (numpy's sign gives NaN); bool unchanged."""
+    if x.dtype.kind != "f":
+        return x if x.dtype == np.bool_ else np.sign(x)
+    return np.where(np.isnan(x), F32(0), np.sign(x)).astype(x.dtype)
 
 
 def _pow(a, b):
@@ -72,6 +75,22 @@ def _scatter_add(n):
     return run
 
 
+def _slice(start: int, step: int, size: int) -> slice:
+    """The Python slice of ``size`` elements ``start + step*j`` (a negative ``step`` may
+    run down to element 0, where Python needs ``stop=None``)."""
+    stop = start + step * size
+    return slice(start, None if stop < 0 else stop, step)
+
+
+def _window(n):
+    dim, size, step, dil = n.arg
+    idx = np.arange(n.shape[dim])[:, None] * step + np.arange(size)[None, :] * dil
+
+    def run(x):
+        return np.moveaxis(np.take(x, idx, axis=dim), dim + 1, -1)
+    return run
+
+
 #: op -> function(node) -> kernel(*operand arrays); the renderer-table idea of tinygrad.
 KERNELS = {
     Op.NEG: lambda n: np.negative, Op.EXP: lambda n: np.exp, Op.LOG: lambda n: np.log,
@@ -84,6 +103,7 @@ KERNELS = {
     Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: _sign,
     Op.CAST: lambda n: lambda x: x,              # the conversion is :func:`kernel`'s
     Op.NOT: lambda n: np.invert,
+    Op.ATAN: lambda n: np.arctan, Op.LOG1P: lambda n: np.log1p, Op.EXPM1: lambda n: np.expm1,
     Op.ADD: lambda n: np.add, Op.SUB: lambda n: np.subtract, Op.MUL: lambda n: np.multiply,
     Op.DIV: lambda n: np.divide, Op.POW: lambda n: _pow,
     Op.MAX: lambda n: np.maximum, Op.MIN: lambda n: np.minimum,
@@ -101,9 +121,10 @@ KERNELS = {
     Op.RESHAPE: lambda n: lambda x: x.reshape(n.arg),
     Op.PERMUTE: lambda n: lambda x: x.transpose(n.arg),
     Op.EXPAND: lambda n: lambda x: np.broadcast_to(x, n.arg),
-    Op.SLICE: lambda n: lambda x: x[tuple(slice(a, b, s) for a, b, s in n.arg)],
+    Op.SLICE: lambda n: lambda x: x[tuple(_slice(a, s, m) for (a, _, s), m in zip(n.arg, n.shape))],
     Op.PAD: lambda n: lambda x: np.pad(x, n.arg),
     Op.CONCAT: lambda n: lambda *xs: np.concatenate(xs, axis=n.arg),
+    Op.WINDOW: _window,
     Op.GATHER: lambda n: _gather,
     Op.SCATTER_ADD: lambda n: _scatter_add(n.arg),
 }

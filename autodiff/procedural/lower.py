@@ -9,7 +9,7 @@ For each graph (the top level and every ``For`` body, recursively):
    ``bytes allocated - bytes freed`` (a node frees a buffer when it is that buffer's last
    reader; views are free and go first), ties broken by program position: deterministic,
    O((N + E) log N), and it keeps live memory low for the planner.
-2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat), constants,
+2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat, window), constants,
    ``RAND`` and ``LOAD`` become *views*: functions from an index to a value expression over
    the producer's buffer. Elementwise nodes, ``DOT``, ``SUM``/``RMAX``, ``GATHER`` and
    ``SCATTER_ADD`` become one kernel each, writing a ``temp`` buffer ``t<node id>``.
@@ -517,8 +517,8 @@ class _Lowering:
             return View(shape, lambda idx: x.at([Num(0) if d == 1 and e != 1 else i
                                                  for i, d, e in zip(idx, x.shape, shape)]))
         if op is Op.SLICE:
-            return View(shape, lambda idx: x.at([simplify(i + a) if a else i
-                                                 for i, (a, _, _) in zip(idx, arg)]))
+            return View(shape, lambda idx: x.at([simplify(i * s + a) if (a or s != 1) else i
+                                                 for i, (a, _, s) in zip(idx, arg)]))
         if op is Op.PAD:
             def at(idx):
                 cond: Expr | None = None
@@ -536,6 +536,14 @@ class _Lowering:
                     return inner
                 zero = dtypes.check_scalar(0, n.dtype)
                 return Select(cond, inner, Const(zero, n.dtype))
+            return View(shape, at)
+        if op is Op.WINDOW:
+            dim, size, step, dil = arg
+
+            def at(idx):
+                src = list(idx[:-1])
+                src[dim] = simplify(idx[dim] * step + idx[-1] * dil)
+                return x.at(src)
             return View(shape, at)
         if op is Op.CONCAT:
             parts = [self.views[s.id] for s in n.srcs]

@@ -11,6 +11,9 @@ numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
 * integer ``//``, ``%``, shifts and powers follow the reference's semantics: division by 0
   gives 0, shifts outside ``[0, 32)`` give 0 or the sign, negative powers give 0 unless the
   base is 1 or -1 (never a trap: LLVM's ``sdiv`` by 0 would raise SIGFPE);
+* NaN propagates as in numpy and torch: ``RELU``, ``MAX``, ``MIN`` and ``RMAX`` use
+  :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN); ``!=`` is ``not (a == b)``
+  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
   :func:`gather_check` counts the out-of-range indices, which the host reads after the
@@ -150,20 +153,53 @@ def _cast(n: Node):
     return build
 
 
-def _rmax(n: Node):
-    axes = [int(a) for a in n.arg]
-    if not axes:
-        return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
-    if n.dtype == "bool":
-        return lambda x: topi.any(x, axis=axes, keepdims=True)
-    return lambda x: topi.max(x, axis=axes, keepdims=True)
-
-
 def _sum(n: Node):
     axes = [int(a) for a in n.arg]
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
     return lambda x: topi.sum(x, axis=axes, keepdims=True)
+
+
+def nan_max(a, b):
+    """``max(a, b)``, NaN if either is NaN (as numpy's ``maximum`` and torch; TIR's ``max``
+    lowers to LLVM ``maxnum``, which drops a NaN); plain ``max`` on integers and bool."""
+    if _dt(a) not in ("float32", "float16", "bfloat16"):
+        return tirx.max(a, b)
+    return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.max(a, b)))
+
+
+def nan_min(a, b):
+    """``min(a, b)``, NaN if either is NaN."""
+    if _dt(a) not in ("float32", "float16", "bfloat16"):
+        return tirx.min(a, b)
+    return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.min(a, b)))
+
+
+#: max-reduction propagating NaN, identity -inf (``topi.max`` drops NaN and starts from
+#: the lowest finite float, so a row of -inf gave -3.4e38)
+_MAX_REDUCER = te.comm_reducer(nan_max, lambda dtype: tirx.const(float("-inf"), dtype),
+                               name="nan_max")
+
+
+def _rmax(n: Node):
+    """Maximum over ``n.arg``: NaN-propagating for floats, ``topi.max`` for integers,
+    ``topi.any`` for bool."""
+    axes = [int(a) for a in n.arg]
+    if not axes:
+        return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
+    if n.dtype == "bool":
+        return lambda x: topi.any(x, axis=axes, keepdims=True)
+    if not dtypes.is_floating(n.dtype):
+        return lambda x: topi.max(x, axis=axes, keepdims=True)
+
+    def build(x):
+        red = {a: te.reduce_axis((0, x.shape[a]), f"r{a}") for a in axes}
+
+        def at(*i):
+            return _MAX_REDUCER(x[tuple(red.get(d, i[d]) for d in range(len(i)))],
+                                axis=list(red.values()))
+        return te.compute(n.shape, at, name="rmax")
+    return build
 
 
 def _dot(n: Node):
@@ -188,6 +224,15 @@ def _pad(n: Node):
     before = [int(a) for a, _ in n.arg]
     after = [int(b) for _, b in n.arg]
     return lambda x: topi.nn.pad(x, before, after, pad_value=tirx.const(0, x.dtype))
+
+
+def _window(n: Node):
+    dim, size, step, dil = (int(a) for a in n.arg)
+
+    def build(x):
+        return te.compute(n.shape, lambda *i: x[(*i[:dim], i[dim] * step + i[-1] * dil,
+                                                 *i[dim + 1:-1])], name="window")
+    return build
 
 
 def _gather(n: Node):
@@ -244,6 +289,14 @@ def _rand(n: Node):
 _ONE = tirx.const(1.0, "float32")
 _ZERO = tirx.const(0.0, "float32")
 
+
+def _expm1(x):
+    """``exp(x) - 1`` without cancellation near 0 (Kahan: ``(u - 1) * x / log(u)``)."""
+    u = tirx.exp(x)
+    um1 = u - _ONE
+    r = tirx.Select(um1 == -_ONE, -_ONE, um1 * x / tirx.log(u))
+    return tirx.Select(u == _ONE, x, tirx.Select(tirx.isinf(u), u, r))
+
 TE = {
     Op.CONST: _const,
     Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
@@ -251,31 +304,27 @@ TE = {
     Op.SQRT: lambda n: topi.sqrt, Op.RSQRT: lambda n: topi.rsqrt,
     Op.RECIP: _ew(lambda x: _ONE / x, "reciprocal"),
     Op.SIN: lambda n: topi.sin, Op.COS: lambda n: topi.cos, Op.TANH: lambda n: topi.tanh,
-    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: tirx.max(x, _zero(x)), "relu"),
+    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: nan_max(x, _zero(x)), "relu"),
     Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf,
     Op.SIGN: _ew(lambda x: x if _dt(x) == "bool" else
                  tirx.Select(x > _zero(x), tirx.const(1, _dt(x)),
-                             tirx.Select(x < _zero(x), tirx.const(-1, _dt(x)), x)), "sign"),
+                             tirx.Select(x < _zero(x), tirx.const(-1, _dt(x)), _zero(x))),
+                 "sign"),
     Op.CAST: _cast,
+    Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
+    Op.EXPM1: _ew(_expm1, "expm1"),
     Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
     Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
-    Op.POW: _ew(_pow, "pow"), Op.MAX: _ew(tirx.max, "max"), Op.MIN: _ew(tirx.min, "min"),
+    Op.POW: _ew(_pow, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
     Op.CMPLT: _ew(lambda a, b: a < b, "lt"), Op.CMPLE: _ew(lambda a, b: a <= b, "le"),
     Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
-    Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: a != b, "ne"),
+    Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(a == b), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
-    Op.FLOORDIV: _ew(_floordiv, "floordiv"), Op.MOD: _ew(_mod, "mod"),
-    Op.AND: _ew(lambda a, b: tirx.And(a, b) if _dt(a) == "bool" else tirx.bitwise_and(a, b),
-                "and"),
-    Op.OR: _ew(lambda a, b: tirx.Or(a, b) if _dt(a) == "bool" else tirx.bitwise_or(a, b),
-               "or"),
-    Op.XOR: _ew(lambda a, b: a != b if _dt(a) == "bool" else tirx.bitwise_xor(a, b), "xor"),
-    Op.NOT: _ew(_not, "not"), Op.SHL: _ew(_shl, "shl"), Op.SHR: _ew(_shr, "shr"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
     Op.EXPAND: lambda n: lambda x: topi.broadcast_to(x, list(n.arg)),
-    Op.SLICE: _slice, Op.PAD: _pad,
+    Op.SLICE: _slice, Op.PAD: _pad, Op.WINDOW: _window,
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
     Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
 }
