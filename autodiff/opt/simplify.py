@@ -165,12 +165,16 @@ def _permute(ctx, n: Node, x: Node):
 
 
 def _slice_of_slice(ctx, n: Node, y: Node):
+    """Element ``j`` of the outer slice is ``a2 + s2*j`` of the inner one, which is
+    element ``a1 + s1*(a2 + s2*j)`` of ``x``."""
     x = y.srcs[0]
-    spec = tuple((a1 + a2, a1 + b2, 1) for (a1, _, _), (a2, b2, _) in zip(y.arg, n.arg))
+    spec = tuple((a1 + s1 * a2, a1 + s1 * a2 + s1 * s2 * m, s1 * s2)
+                 for (a1, _, s1), (a2, _, s2), m in zip(y.arg, n.arg, n.shape))
     return _new(n, Op.SLICE, (x,), spec)
 
 
 _same_shape = lambda n: n.shape == n.srcs[0].shape     # noqa: E731
+_unit_slice = lambda n: _same_shape(n) and all(s == 1 for _, _, s in n.arg)   # noqa: E731
 
 VIEWS = PatternMatcher([
     (Pat(frozenset({Op.RESHAPE, Op.EXPAND}), srcs=(var("x"),), pred=_same_shape),
@@ -180,7 +184,7 @@ VIEWS = PatternMatcher([
     (Pat(Op.EXPAND, srcs=(Pat(Op.EXPAND, srcs=(var("x"),)),), name="n"),
      lambda ctx, n, x: _new(n, Op.EXPAND, (x,), n.arg)),
     (Pat(Op.PERMUTE, srcs=(var("x"),), name="n"), _permute),
-    (Pat(Op.SLICE, srcs=(var("x"),), pred=_same_shape), lambda ctx, x: x),
+    (Pat(Op.SLICE, srcs=(var("x"),), pred=_unit_slice), lambda ctx, x: x),
     (Pat(Op.SLICE, srcs=(Pat(Op.SLICE, name="y"),), name="n"), _slice_of_slice),
     (Pat(Op.PAD, srcs=(var("x"),), pred=_same_shape), lambda ctx, x: x),
 ])

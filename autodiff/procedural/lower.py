@@ -516,8 +516,8 @@ class _Lowering:
             return View(shape, lambda idx: x.at([Num(0) if d == 1 and e != 1 else i
                                                  for i, d, e in zip(idx, x.shape, shape)]))
         if op is Op.SLICE:
-            return View(shape, lambda idx: x.at([simplify(i + a) if a else i
-                                                 for i, (a, _, _) in zip(idx, arg)]))
+            return View(shape, lambda idx: x.at([simplify(i * s + a) if (a or s != 1) else i
+                                                 for i, (a, _, s) in zip(idx, arg)]))
         if op is Op.PAD:
             def at(idx):
                 cond: Expr | None = None

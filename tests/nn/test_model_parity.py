@@ -13,7 +13,7 @@ import autodiff as ad
 from autodiff import nn, optim
 from autodiff.nn.utils import clip_grad_norm_
 from autodiff.optim import lr_scheduler as S
-from conftest import opencl_missing
+from backends import opencl_missing
 
 torch.set_num_threads(1)
 STEPS, BATCH = 20, 8

@@ -11,7 +11,7 @@ import autodiff as ad
 from autodiff import optim
 from autodiff.graph.ir import Op
 from autodiff.optim import lr_scheduler as S
-from helpers import STEPS, ours, theirs
+from optim_helpers import STEPS, ours, theirs
 
 T = torch.optim.lr_scheduler
 torch.set_num_threads(1)

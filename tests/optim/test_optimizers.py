@@ -8,7 +8,7 @@ import torch
 
 import autodiff as ad
 from autodiff import optim
-from helpers import ours, theirs, to_torch
+from optim_helpers import ours, theirs, to_torch
 
 torch.set_num_threads(1)
 
