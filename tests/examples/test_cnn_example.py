@@ -36,7 +36,7 @@ def test_one_epoch_learns_on_numpy(tmp_path):
 
 @pytest.mark.slow
 def test_default_run_reaches_98_percent():
-    from conftest import opencl_missing
+    from backends import opencl_missing
     why = opencl_missing()
     if why:
         pytest.skip(why)
