@@ -137,14 +137,14 @@ def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: floa
 
 def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
           progress: bool = True, warmup: int = 30, clip: float | None = 1.0,
-          kind: str = "cosine"):
+          kind: str = "cosine", min_ratio: float = 0.1):
     """Trace ``steps`` AdamW steps in one ``ir_for`` (schedule and gradient clipping on the
     device) and run them.
 
     Returns ``(losses, report, trace_seconds)``.
     """
     opt = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = schedule(opt, steps, warmup, kind)
+    sched = schedule(opt, steps, warmup, kind, min_ratio)
     losses: list[float] = []
     tokens_per_step = sampler.batch * sampler.seq
     bar = _progress(steps, progress)
@@ -296,6 +296,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="learning rate: warmup then cosine decay, or constant")
     p.add_argument("--warmup", type=int, default=None,
                    help="warmup steps of the cosine schedule (default: 10%% of --steps)")
+    p.add_argument("--min-lr-ratio", type=float, default=0.1,
+                   help="the cosine schedule's final rate, as a fraction of --lr")
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm bound (0: off)")
     p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--prompt", default="The ")
@@ -331,7 +333,8 @@ def main(argv=None) -> dict:
                                     progress=not args.no_progress,
                                     warmup=args.warmup if args.warmup is not None
                                     else max(1, args.steps // 10),
-                                    clip=args.clip, kind=args.schedule)
+                                    clip=args.clip, kind=args.schedule,
+                                    min_ratio=args.min_lr_ratio)
     val_after = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)
 
     t_compile = report.times.get("optimize", 0.0) + report.times.get("compile", 0.0)
