@@ -17,7 +17,7 @@ import bisect
 import itertools
 
 from ..procedural.access import Expr, Num, Var, simplify, substitute, variables
-from ..procedural.ir import (Acc, Apply, BufferKind, Const, DotProduct, Elementwise, For,
+from ..procedural.ir import (BLOCKS, Acc, Apply, BufferKind, Const, DotProduct, Elementwise,
                              Load, Local, Output, Rand, Reduce, Select, Value, walk_values)
 
 MAX_MEMBERS = 48        # members per group (keeps the O(k^2) rebuilds cheap)
@@ -441,11 +441,12 @@ class Schedule:
 
 
 def map_lists(stmts: list, fn) -> list:
-    """``fn(list) -> list`` applied to ``stmts`` and, recursively, to every ``For`` body."""
+    """``fn(list) -> list`` applied to ``stmts`` and, recursively, to every block of a
+    ``For``/``If``/``While``."""
     out = []
     for s in stmts:
-        if isinstance(s, For):
-            s = For(s.range, map_lists(s.body, fn), s.var)
+        if isinstance(s, BLOCKS):
+            s = s.with_blocks([map_lists(blk, fn) for blk in s.blocks()])
         out.append(s)
     return fn(out)
 

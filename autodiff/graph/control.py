@@ -5,9 +5,10 @@
 
 Everything is traced once into graph IR nodes holding sub-graphs (``IF``, ``WHILE``,
 ``SCAN``; ``FOR`` gets an ``INDEX``), never unrolled. Sub-graphs read values of enclosing
-graphs directly, as loop bodies do. Branch and scan bodies read variables through the
-enclosing scope (the ``LOAD`` is placed before the node), so a parameter used in a branch
-is one value of the enclosing graph.
+graphs directly, as loop bodies do. A scan body reads variables through the enclosing
+scope (the ``LOAD`` is placed before the node: the body cannot assign them), so a weight
+used in every step is one value of the enclosing graph; branches read variables where
+they are (a branch may update them).
 
 Reverse mode (:mod:`.control_ad`): gradients flow through the branch taken and through
 ``scan`` as a rolled loop over saved per-step values; ``checkpoint`` recomputes instead of
@@ -185,9 +186,9 @@ def call_body(fn, key: int, rng: range | None = None):
 def trace_if(pred: Node, then_fn, else_fn, site: str) -> list[Node]:
     """Trace an ``IF`` node from functions returning lists of nodes (or None); returns its
     ``RESULT`` nodes. The branches' outputs must agree in number, shape and dtype."""
-    t_scope, t_out = _trace(lambda: list(then_fn() or []), hoist=True)
+    t_scope, t_out = _trace(lambda: list(then_fn() or []), hoist=False)
     if else_fn is not None:
-        e_scope, e_out = _trace(lambda: list(else_fn() or []), hoist=True)
+        e_scope, e_out = _trace(lambda: list(else_fn() or []), hoist=False)
     else:
         e_scope, e_out = BodyScope(Graph(), parent=TRACER.scope), []
     if len(t_out) != len(e_out):

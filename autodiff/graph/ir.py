@@ -105,6 +105,8 @@ class Variable:
     name: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
     owner: Any = None   # weakref to the Tensor that holds this variable
+    transient: bool = False   # made by lowering (scan carries, branch results): the
+                              # storage is a temporary of one program, never the host's
 
     @property
     def shape(self) -> tuple[int, ...]:
