@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .errors import FeederError, ReceiverError, ShapeError
 from .graph import Feeder, Receiver, Tensor, ir_for, no_grad, to_networkx
+from .graph.control import checkpoint, ir_if, ir_while, scan
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)
 from .graph.trace import TRACER
@@ -33,7 +34,8 @@ for _name in ("exp", "log", "exp2", "log2", "sqrt", "rsqrt", "reciprocal", "sin"
               "log_softmax", "clamp", "square", "var"):
     globals()[_name] = _fn(_name)
 
-__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "execute", "print_graph", "no_grad",
+__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "ir_if", "ir_while", "scan", "checkpoint",
+           "execute", "print_graph", "no_grad",
            "ShapeError", "FeederError", "ReceiverError", "Report", "concat", "cat", "stack",
            "where", "matmul", "zeros", "ones", "full", "randn", "uniform", "tensor",
            "manual_seed", "to_networkx", "reset"]
