@@ -203,7 +203,8 @@ class _ScanSaves:
             _append(self.home, stack)
         self.xs.append(stack)
         r = self.memo[x.id] = _place_first(self.scope, Node(
-            Op.ARG, (), x.shape, x.dtype, self.nc + len(self.xs) - 1, x.site))
+            Op.ARG, (), x.shape, x.dtype, self.nc + len(self.xs) - 1, x.site,
+            x.requires_grad))                          # (differentiated again with remat)
         return r
 
 
@@ -268,10 +269,9 @@ def _scan_vjp(n: Node, gout: dict, wanted) -> list:
         seeds = [(outs[k], ct[i]) for i, k in enumerate(dif) if outs[k].requires_grad]
         seeds += [(outs[k], gy[i]) for i, (k, _) in enumerate(seeds_y)]
         if a.remat:                    # recompute the forward body from the saved carries
-            mapping = {m.id: resolve(m) for m in args.values()}
-            clones = clone_nodes(body.nodes, dict(mapping))
-            new = {m.id: c for m, c in zip(body.nodes, clones)}
-            new.update(mapping)
+            mapping = {m.id: resolve(m) for m in body.nodes if m.op is Op.ARG}
+            new = dict(mapping)
+            clones = clone_nodes(body.nodes, new)
             seeds = [(new.get(o.id, o), g) for o, g in seeds]
             targets = {mapping[m.id].id for m in args.values()}
             res = {m.id: gm for m, gm in vjp(seeds, {c.id for c in clones},
@@ -307,12 +307,15 @@ CONTROL_VJP = {Op.IF: _if_vjp, Op.SCAN: _scan_vjp}
 def clone_nodes(nodes, mapping: dict, emit=None, keys: dict | None = None) -> list[Node]:
     """Copies of ``nodes`` (fresh ids; sub-graphs of control nodes copied too, with fresh
     loop keys), operands renamed by ``mapping`` (old id -> node; extended with the copies),
-    traced into the current scope (or given to ``emit``)."""
+    traced into the current scope (or given to ``emit``). Nodes already in ``mapping`` are
+    not copied."""
     from .control import new_key
     emit = emit or TRACER.emit
     keys = {} if keys is None else keys
     out = []
     for m in nodes:
+        if m.id in mapping:                 # given: not copied
+            continue
         srcs = tuple(mapping.get(s.id, s) for s in m.srcs)
         arg = m.arg
         if m.op in CONTROL:
@@ -370,8 +373,7 @@ def checkpoint_vjp(region, gouts: dict, wanted) -> list:
                              c.requires_grad))
         mapping[c.id], back[b.id] = b, c
     clones = clone_nodes(region.nodes, mapping)
-    new = {m.id: c for m, c in zip(region.nodes, clones)}
-    seeds = [(new[i], g) for i, g in gouts.items()]
+    seeds = [(mapping[i], g) for i, g in gouts.items()]
     res = vjp(seeds, {c.id for c in clones}, lambda x: x.id in back)
     return [(back.get(m.id, m), g) for m, g in res]
 
