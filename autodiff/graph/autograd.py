@@ -15,7 +15,7 @@ import numpy as np
 from .ir import Op, Node
 from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
                   mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
-                  swap_last, unary, where)
+                  swap_last, unary, unslice, where, window_fold)
 from .trace import TRACER
 
 
@@ -47,7 +47,7 @@ def _pairwise_min(a, b, first: bool):
 
 
 def _slice_back(g, out, x):
-    return pad(g, [(a, d - b) for (a, b, _), d in zip(out.arg, x.shape)])
+    return unslice(g, out.arg, x.shape)
 
 
 def _pad_back(g, out, x):
@@ -55,35 +55,8 @@ def _pad_back(g, out, x):
 
 
 def _window_back(g, out, x):
-    """``x[o*step + k*dilation] += g[o, k]``: a sum of ``size`` strided placements of
-    ``g[..., k]`` (``step - 1`` zeros between the window starts, then an offset of
-    ``k * dilation``), all views plus adds: one elementwise kernel after lowering."""
     dim, size, step, dil = out.arg
-    length, n = x.shape[dim], out.shape[dim] * step
-    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
-        s = list(g.shape)
-        s.insert(dim + 1, 1)
-        pads = [(0, 0)] * len(s)
-        pads[dim + 1] = (0, step - 1)
-        s2 = list(g.shape)
-        s2[dim] = n
-        g = reshape(pad(reshape(g, s), pads), s2)
-    total = None
-    for k in range(size):
-        spec = [(0, d, 1) for d in g.shape]
-        spec[-1] = (k, k + 1, 1)
-        gk = reshape(slice_(g, spec), g.shape[:-1])
-        off = k * dil
-        keep = min(n, length - off)
-        if keep < n:
-            spec = [(0, d, 1) for d in gk.shape]
-            spec[dim] = (0, keep, 1)
-            gk = slice_(gk, spec)
-        pads = [(0, 0)] * len(gk.shape)
-        pads[dim] = (off, length - off - keep)
-        gk = pad(gk, pads)
-        total = gk if total is None else add(total, gk)
-    return total
+    return window_fold(g, dim, x.shape[dim], size, step, dil)
 
 
 def _concat_rule(i):
@@ -93,6 +66,21 @@ def _concat_rule(i):
         spec[out.arg] = (start, start + xs[i].shape[out.arg], 1)
         return slice_(g, spec)
     return rule
+
+
+def _pow_base(g, o, a, b):
+    """``b * a**(b-1)``, and 0 where ``b == 0`` (PyTorch: ``x ** 0`` has gradient 0 even
+    at ``x = 0``, where the formula gives ``0 * inf``)."""
+    d = mul(b, binary(Op.POW, a, sub(b, _one(b))))
+    return where(_cmp(Op.CMPEQ, b, const(0.0, b.shape)), const(0.0, g.shape), mul(g, d))
+
+
+def _pow_exponent(g, o, a, b):
+    """``a**b * log(a)``, and 0 where ``a == 0`` and ``b >= 0`` (PyTorch's convention for
+    ``0 ** x``, where the formula gives ``0 * -inf``)."""
+    zero = const(0.0, a.shape)
+    mask = mul(_cmp(Op.CMPEQ, a, zero), _cmp(Op.CMPGE, b, zero))
+    return where(mask, const(0.0, g.shape), mul(g, mul(o, unary(Op.LOG, a))))
 
 
 def _float(x: Node) -> bool:
@@ -116,13 +104,15 @@ GRADS: dict = {
     Op.ABS: (lambda g, o, x: mul(g, unary(Op.SIGN, x)),),
     Op.ERF: (lambda g, o, x: mul(g, scale(unary(Op.EXP, neg(mul(x, x))), 2 / math.sqrt(math.pi))),),
     Op.SIGN: (None,),
+    Op.ATAN: (lambda g, o, x: div(g, add(_one(x), mul(x, x))),),
+    Op.LOG1P: (lambda g, o, x: div(g, add(_one(x), x)),),
+    Op.EXPM1: (lambda g, o, x: mul(g, add(o, _one(o))),),
     Op.CAST: (lambda g, o, x: cast(g, x.dtype) if _float(x) else None,),
     Op.ADD: (lambda g, o, a, b: g, lambda g, o, a, b: g),
     Op.SUB: (lambda g, o, a, b: g, lambda g, o, a, b: neg(g)),
     Op.MUL: (lambda g, o, a, b: mul(g, b), lambda g, o, a, b: mul(g, a)),
     Op.DIV: (lambda g, o, a, b: div(g, b), lambda g, o, a, b: neg(div(mul(g, o), b))),
-    Op.POW: (lambda g, o, a, b: mul(g, mul(b, binary(Op.POW, a, sub(b, _one(b))))),
-             lambda g, o, a, b: mul(g, mul(o, unary(Op.LOG, a)))),
+    Op.POW: (_pow_base, _pow_exponent),
     Op.MAX: (lambda g, o, a, b: mul(g, _pairwise_max(a, b, True)),
              lambda g, o, a, b: mul(g, _pairwise_max(a, b, False))),
     Op.MIN: (lambda g, o, a, b: mul(g, _pairwise_min(a, b, True)),

@@ -165,18 +165,23 @@ def wants_index(fn) -> bool:
     return False
 
 
-def loop_index(key: int, start: int = 0, step: int = 1):
+def loop_index(key: int, start: int = 0, step: int = 1, count: int | None = None):
     """An int32 0-d tensor: the index of the loop ``key`` (``start + step * k`` in its
-    iteration ``k``), traced as an ``INDEX`` node in the current scope."""
-    return _wrap(TRACER.emit(Node(Op.INDEX, (), (), "int32", IndexArg(key, start, step),
-                                  user_site())))
+    iteration ``k``, at most ``count`` iterations), traced as an ``INDEX`` node in the
+    current scope."""
+    return _wrap(TRACER.emit(Node(Op.INDEX, (), (), "int32",
+                                  IndexArg(key, start, step, count), user_site())))
 
 
-def call_body(fn, key: int, rng: range | None = None):
+def call_body(fn, key: int, rng: range | None = None, count: int | None = None):
     """``fn(i)`` with the loop index if ``fn`` takes one, else ``fn()``; returns whether
-    the index was passed."""
+    the index was passed. ``rng``: the loop's range (else the index counts from 0, at most
+    ``count`` times)."""
     if wants_index(fn):
-        fn(loop_index(key, rng.start if rng else 0, rng.step if rng else 1))
+        if rng is not None:
+            fn(loop_index(key, rng.start, rng.step, len(rng)))
+        else:
+            fn(loop_index(key, 0, 1, count))
         return True
     fn()
     return False
@@ -310,7 +315,8 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
     key = new_key()
 
     def cond():
-        p = cond_fn(loop_index(key)) if wants_index(cond_fn) else cond_fn()
+        p = cond_fn(loop_index(key, 0, 1, max_iterations)) if wants_index(cond_fn) \
+            else cond_fn()
         if not isinstance(p, _tensor()):
             raise TypeError(f"ir_while: cond_fn must return a tensor computed on the device, "
                             f"got {type(p).__name__} (at {site})")
@@ -322,7 +328,7 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
             raise TypeError(f"ir_while: the condition must not have effects, but it traces "
                             f"{n.op.name.lower()} at {n.site} (at {site})")
     c_scope.graph.outputs = [p]
-    b_scope, _ = _trace(lambda: call_body(body, key), hoist=False)
+    b_scope, _ = _trace(lambda: call_body(body, key, count=max_iterations), hoist=False)
     TRACER.emit(Node(Op.WHILE, (), (), "float32",
                      WhileArg(c_scope.graph, b_scope.graph,
                               None if max_iterations is None else int(max_iterations), key),

@@ -36,6 +36,7 @@ class Op(enum.Enum):
     SIN = enum.auto(); COS = enum.auto(); TANH = enum.auto(); SIGMOID = enum.auto()
     RELU = enum.auto(); ABS = enum.auto(); ERF = enum.auto(); SIGN = enum.auto()
     CAST = enum.auto()       # arg: target dtype name
+    ATAN = enum.auto(); LOG1P = enum.auto(); EXPM1 = enum.auto()   # accurate near 0
     # binary elementwise
     ADD = enum.auto(); SUB = enum.auto(); MUL = enum.auto(); DIV = enum.auto()
     POW = enum.auto(); MAX = enum.auto(); MIN = enum.auto()
@@ -51,7 +52,8 @@ class Op(enum.Enum):
     RESHAPE = enum.auto()    # arg: new shape
     PERMUTE = enum.auto()    # arg: permutation
     EXPAND = enum.auto()     # arg: new shape; only size-1 dims grow
-    SLICE = enum.auto()      # arg: tuple of (start, stop, step) per dim
+    SLICE = enum.auto()      # arg: tuple of (start, stop, step) per dim: element j of a dim
+                             # is start + step*j (step != 0; negative only from flip)
     PAD = enum.auto()        # arg: tuple of (before, after) per dim, zeros outside
     CONCAT = enum.auto()     # arg: dim
     WINDOW = enum.auto()     # arg: (dim, size, step, dilation); sliding windows of ``dim``:
@@ -79,7 +81,7 @@ class Op(enum.Enum):
 
 UNARY = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                    Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.RELU, Op.ABS, Op.ERF, Op.SIGN,
-                   Op.CAST})
+                   Op.CAST, Op.ATAN, Op.LOG1P, Op.EXPM1})
 COMPARE = frozenset({Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE})
 BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN}) | COMPARE
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
@@ -157,10 +159,19 @@ class ForArg:
 @dataclass(frozen=True)
 class IndexArg:
     """The arg of an ``INDEX`` node: ``start + step * k`` in iteration ``k`` (counted from 0)
-    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``)."""
+    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``), which runs at most
+    ``count`` iterations (None: unbounded)."""
     key: int
     start: int = 0
     step: int = 1
+    count: int | None = None
+
+    def bounds(self) -> tuple[int, int] | None:
+        """Smallest and largest value the index takes (None if unbounded or never run)."""
+        if not self.count:
+            return None
+        last = self.start + self.step * (self.count - 1)
+        return min(self.start, last), max(self.start, last)
 
 
 @dataclass(eq=False)

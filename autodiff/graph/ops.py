@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DimError, ShapeError
 from .ir import BINARY, Node, Op, UNARY
 from .trace import TRACER, user_site
 
@@ -23,9 +23,11 @@ def _emit(op: Op, srcs, shape, dtype="float32", arg=None) -> Node:
 
 
 def _norm_dim(d: int, ndim: int, op: str, shape) -> int:
-    if not -ndim <= d < max(ndim, 1):
-        raise ShapeError(op, [shape], user_site(), f"dim {d} out of range for rank {ndim}")
-    return d % max(ndim, 1)
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise DimError(op, [shape], user_site(), f"Dimension out of range (expected to be in "
+                                                 f"range of [{-n}, {n - 1}], but got {d})")
+    return d % n
 
 
 # -- leaves ---------------------------------------------------------------------------
@@ -100,21 +102,56 @@ def expand(x: Node, shape) -> Node:
 
 
 def slice_(x: Node, spec) -> Node:
-    """``x[start:stop]`` per dim; ``spec`` is a tuple of ``(start, stop, 1)`` (step 1 only)."""
+    """``x[start:stop:step]`` per dim, with Python's slice semantics (``None`` and negative
+    bounds allowed); ``spec`` is one ``(start, stop, step)`` per dim. A negative step walks
+    backwards (``flip``); the node's ``arg`` holds ``(first, first + step*size, step)``."""
     spec = tuple(spec)
     if len(spec) != len(x.shape):
         raise ShapeError("slice", [x.shape], user_site(), "one (start, stop, step) per dim")
-    out, norm = [], []
-    for (a, b, step), d in zip(spec, x.shape):
-        if step != 1:
-            raise ShapeError("slice", [x.shape], user_site(), f"step {step} is not supported")
-        a, b, _ = slice(a, b).indices(d)
-        b = max(a, b)
-        norm.append((a, b, 1))
-        out.append(b - a)
+    norm = norm_slice(spec, x.shape)
     if all(n == (0, d, 1) for n, d in zip(norm, x.shape)):
         return x
-    return _emit(Op.SLICE, (x,), out, x.dtype, tuple(norm))
+    out = [len(range(a, b, s)) for a, b, s in norm]
+    return _emit(Op.SLICE, (x,), out, x.dtype, norm)
+
+
+def norm_slice(spec, shape) -> tuple:
+    """Python-style ``(start, stop, step)`` per dim as ``(first, first + step*size, step)``
+    (``(0, 0, 1)`` for an empty slice): the form ``SLICE`` nodes hold."""
+    norm = []
+    for (a, b, step), d in zip(spec, shape):
+        if step == 0:
+            raise ValueError("slice step cannot be zero")
+        r = range(*slice(a, b, step).indices(d))
+        m = len(r)
+        norm.append((r.start, r.start + step * m, step) if m else (0, 0, 1))
+    return tuple(norm)
+
+
+def unslice(g: Node, spec, shape) -> Node:
+    """The inverse placement of :func:`slice_` (its gradient): ``g`` (the slice's shape)
+    written at the positions the normalized slice ``spec`` of a ``shape`` tensor reads,
+    zeros elsewhere. Views only: a step ``s > 1`` pads each element with ``s - 1`` zeros
+    (reshape + pad), a negative step flips first."""
+    for d, ((a, _, s), n) in enumerate(zip(spec, shape)):
+        m = g.shape[d]
+        if m == 0 or (s == 1 and g.shape[d] == n):
+            if m == 0:
+                return const(0.0 if g.dtype == "float32" else 0, shape, g.dtype)
+            continue
+        if s < 0:
+            g = slice_(g, [(None, None, -1) if i == d else (None, None, 1)
+                           for i in range(len(g.shape))])
+            a, s = a + s * (m - 1), -s
+        if s > 1:
+            lead, tail = g.shape[:d + 1], g.shape[d + 1:]
+            g = reshape(g, lead + (1,) + tail)
+            g = pad(g, [(0, s - 1) if i == d + 1 else (0, 0) for i in range(len(g.shape))])
+            g = reshape(g, g.shape[:d] + (m * s,) + tail)
+        keep = min(g.shape[d], n - a)
+        g = slice_(g, [(0, keep, 1) if i == d else (None, None, 1) for i in range(len(g.shape))])
+        g = pad(g, [(a, n - a - keep) if i == d else (0, 0) for i in range(len(g.shape))])
+    return g
 
 
 def pad(x: Node, pads) -> Node:
@@ -174,6 +211,54 @@ def window(x: Node, dim: int, size: int, step: int = 1, dilation: int = 1) -> No
     shape = list(x.shape)
     shape[dim] = (x.shape[dim] - span) // step + 1
     return _emit(Op.WINDOW, (x,), shape + [size], x.dtype, (dim, size, step, dilation))
+
+
+def window_fold(g: Node, dim: int, length: int, size: int, step: int = 1,
+                dilation: int = 1) -> Node:
+    """The adjoint of :func:`window`: ``out[..., o*step + k*dilation, ...] += g[..., o, ..., k]``
+    over a dim of ``length`` (``col2im`` along one dim; the gradient of ``WINDOW`` and the
+    scatter of a transposed convolution).
+
+    ``g [..., O, ..., size]`` -> ``[..., length, ...]``. Built as a sum of ``size`` strided
+    placements of ``g[..., k]`` (``step - 1`` zeros between window starts, then an offset of
+    ``k * dilation``): views and adds only, one elementwise kernel after lowering.
+
+    Raises:
+        ShapeError: ``g``'s last dim is not ``size``, or windows reach past ``length``.
+    """
+    nd = len(g.shape)
+    dim = _norm_dim(dim, nd - 1, "window_fold", g.shape)
+    n_out = g.shape[dim]
+    if nd < 2 or g.shape[-1] != size or (n_out and (n_out - 1) * step
+                                         + (size - 1) * dilation >= length):
+        raise ShapeError("window_fold", [g.shape], user_site(),
+                         f"{n_out} windows of {size} (step {step}, dilation {dilation}) do "
+                         f"not fit a dim of {length}")
+    n = n_out * step
+    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
+        s = list(g.shape)
+        s.insert(dim + 1, 1)
+        pads = [(0, 0)] * len(s)
+        pads[dim + 1] = (0, step - 1)
+        s2 = list(g.shape)
+        s2[dim] = n
+        g = reshape(pad(reshape(g, s), pads), s2)
+    total = None
+    for k in range(size):
+        spec = [(0, d, 1) for d in g.shape]
+        spec[-1] = (k, k + 1, 1)
+        gk = reshape(slice_(g, spec), g.shape[:-1])
+        off = k * dilation
+        keep = min(n, length - off)
+        if keep < n:
+            spec = [(0, d, 1) for d in gk.shape]
+            spec[dim] = (0, keep, 1)
+            gk = slice_(gk, spec)
+        pads = [(0, 0)] * len(gk.shape)
+        pads[dim] = (off, length - off - keep)
+        gk = pad(gk, pads)
+        total = gk if total is None else add(total, gk)
+    return total
 
 
 # -- elementwise ----------------------------------------------------------------------

@@ -21,6 +21,11 @@ def _sigmoid(x):
     return np.where(x >= 0, F32(1) / (F32(1) + e), e / (F32(1) + e)).astype(F32)
 
 
+def _sign(x):
+    """torch.sign: -1, 0 or 1, and 0 for NaN (numpy's sign gives NaN)."""
+    return np.where(np.isnan(x), F32(0), np.sign(x)).astype(x.dtype)
+
+
 def _cmp(f):
     return lambda a, b: f(a, b).astype(F32)
 
@@ -38,6 +43,13 @@ def _scatter_add(n):
         np.add.at(out, idx, upd)
         return out
     return run
+
+
+def _slice(start: int, step: int, size: int) -> slice:
+    """The Python slice of ``size`` elements ``start + step*j`` (a negative ``step`` may
+    run down to element 0, where Python needs ``stop=None``)."""
+    stop = start + step * size
+    return slice(start, None if stop < 0 else stop, step)
 
 
 def _window(n):
@@ -58,8 +70,9 @@ KERNELS = {
     Op.SIN: lambda n: np.sin, Op.COS: lambda n: np.cos, Op.TANH: lambda n: np.tanh,
     Op.SIGMOID: lambda n: _sigmoid,
     Op.RELU: lambda n: lambda x: np.maximum(x, F32(0)),
-    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: np.sign,
+    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: _sign,
     Op.CAST: lambda n: lambda x: x.astype(n.dtype),
+    Op.ATAN: lambda n: np.arctan, Op.LOG1P: lambda n: np.log1p, Op.EXPM1: lambda n: np.expm1,
     Op.ADD: lambda n: np.add, Op.SUB: lambda n: np.subtract, Op.MUL: lambda n: np.multiply,
     Op.DIV: lambda n: np.divide, Op.POW: lambda n: np.power,
     Op.MAX: lambda n: np.maximum, Op.MIN: lambda n: np.minimum,
@@ -73,7 +86,7 @@ KERNELS = {
     Op.RESHAPE: lambda n: lambda x: x.reshape(n.arg),
     Op.PERMUTE: lambda n: lambda x: x.transpose(n.arg),
     Op.EXPAND: lambda n: lambda x: np.broadcast_to(x, n.arg),
-    Op.SLICE: lambda n: lambda x: x[tuple(slice(a, b, s) for a, b, s in n.arg)],
+    Op.SLICE: lambda n: lambda x: x[tuple(_slice(a, s, m) for (a, _, s), m in zip(n.arg, n.shape))],
     Op.PAD: lambda n: lambda x: np.pad(x, n.arg),
     Op.CONCAT: lambda n: lambda *xs: np.concatenate(xs, axis=n.arg),
     Op.WINDOW: _window,

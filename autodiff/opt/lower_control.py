@@ -131,7 +131,7 @@ def _scan(n: Node, srcs, mapping: dict, used: dict, emit) -> None:
                              n.site))
             emit(_assign(v, zero, n))
     t = Node(Op.INDEX, (), (), "int32",
-             IndexArg(a.key, T - 1 if a.reverse else 0, -1 if a.reverse else 1), n.site)
+             IndexArg(a.key, T - 1 if a.reverse else 0, -1 if a.reverse else 1, T), n.site)
     body = [t]
     inner = dict(mapping)
     loads = {}

@@ -608,8 +608,8 @@ class _Lowering:
             return View(shape, lambda idx: x.at([Num(0) if d == 1 and e != 1 else i
                                                  for i, d, e in zip(idx, x.shape, shape)]))
         if op is Op.SLICE:
-            return View(shape, lambda idx: x.at([simplify(i + a) if a else i
-                                                 for i, (a, _, _) in zip(idx, arg)]))
+            return View(shape, lambda idx: x.at([simplify(i * s + a) if (a or s != 1) else i
+                                                 for i, (a, _, s) in zip(idx, arg)]))
         if op is Op.PAD:
             def at(idx):
                 cond: Expr | None = None
@@ -660,20 +660,12 @@ class _Lowering:
 def _dynamic_gathers(graph: Graph) -> set[int]:
     """Ids of the ``GATHER`` s of one row at a loop's ``INDEX`` whose every value is a row
     of the table: they lower to views."""
-    count: dict[int, int | None] = {}
-    for n in graph.walk():
-        if n.op is Op.FOR and n.arg.index is not None:
-            count[n.arg.index] = len(n.arg.range)
-        elif n.op is Op.WHILE:
-            count[n.arg.index] = n.arg.max_iterations
     out = set()
     for n in graph.walk():
         if n.op is Op.GATHER and n.srcs[1].op is Op.INDEX and n.srcs[1].shape == ():
-            a, c = n.srcs[1].arg, count.get(n.srcs[1].arg.key)
-            if c:
-                lo, hi = sorted((a.start, a.start + a.step * (c - 1)))
-                if 0 <= lo and hi < n.srcs[0].shape[0]:
-                    out.add(n.id)
+            b = n.srcs[1].arg.bounds()
+            if b is not None and 0 <= b[0] and b[1] < n.srcs[0].shape[0]:
+                out.add(n.id)
     return out
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ...graph.ir import Graph, Node, Op
 from ...graph.reference import KERNELS
 from ...graph.rng import philox_uniform
-from ..host import call_feeder, call_receiver
+from ..host import call_feeder, call_receiver, check_memory
 from . import control
 
 
@@ -22,9 +22,13 @@ class Interpreter:
     ``store`` maps :class:`~autodiff.graph.ir.Variable` -> numpy array and is updated in
     place by ``ASSIGN`` nodes. If an iteration fails, ``store`` is restored to its values at
     the start of that iteration before the error propagates.
+
+    Raises:
+        DeviceOutOfMemory: (at construction) a value larger than the memory available.
     """
 
     def __init__(self, graph: Graph):
+        check_memory(graph.walk(), "numpy")
         self.graph = graph
         self.steps = self._compile(graph)
         self.vals: dict[int, np.ndarray] = {}

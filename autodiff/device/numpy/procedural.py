@@ -23,7 +23,7 @@ from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, E
                               FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load,
                               Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
                               While)
-from ..host import call_feeder, call_receiver
+from ..host import call_feeder, call_receiver, check_memory
 from ...graph.reference import KERNELS, _gather, _scatter_add
 
 _IDX = np.int64
@@ -422,6 +422,7 @@ def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
     stage ``"alloc"`` is the plan, ``report.stats["memory"]`` its figures.
     """
     from ...procedural.lower import lower
+    check_memory(graph.walk(), "numpy")
     prog = lower(graph)
     stages = {"procedural": prog}
     run = prog

@@ -4,24 +4,29 @@ from __future__ import annotations
 import functools
 import numbers
 
+from ...errors import DimError
+from ..trace import user_site
 
-def norm_dim(d, ndim: int) -> int:
+
+def norm_dim(d, ndim: int, shape=None) -> int:
     """``d`` in ``[0, ndim)`` (a 0-d tensor accepts ``-1`` and ``0``, as in PyTorch).
 
     Raises:
-        IndexError: ``d`` is out of range (PyTorch's exception type and wording).
+        DimError: ``d`` is out of range (an ``IndexError``, PyTorch's type and wording,
+            naming the user's ``file:line``).
         TypeError: ``d`` is not an integer.
     """
     if not isinstance(d, numbers.Integral) or isinstance(d, bool):
         raise TypeError(f"dim must be an int, got {type(d).__name__}")
     n = max(ndim, 1)
     if not -n <= d < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}],"
-                         f" but got {d})")
+        raise DimError("dim", [shape if shape is not None else (None,) * ndim], user_site(),
+                       f"Dimension out of range (expected to be in range of [{-n}, {n - 1}],"
+                       f" but got {d})")
     return int(d) % n
 
 
-def norm_dims(dim, ndim: int) -> tuple[int, ...]:
+def norm_dims(dim, ndim: int, shape=None) -> tuple[int, ...]:
     """The sorted dims meant by ``dim``: None, ``()`` (both every dim, as torch 2.13 reads
     ``sum(())``), an int, or a sequence of ints.
 
@@ -32,7 +37,7 @@ def norm_dims(dim, ndim: int) -> tuple[int, ...]:
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(ndim))
     dims = [dim] if isinstance(dim, numbers.Integral) else list(dim)
-    out = [norm_dim(d, ndim) for d in dims]
+    out = [norm_dim(d, ndim, shape) for d in dims]
     if len(set(out)) != len(out):
         raise RuntimeError(f"dim {tuple(dims)} appears multiple times in the list of dims")
     return tuple(sorted(d for d in out if d < ndim))
