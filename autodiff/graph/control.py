@@ -236,15 +236,16 @@ def ir_if(pred, then_fn, else_fn=None):
         pred: a single-value tensor (bool, or a number: nonzero is true) computed on the
             device, e.g. ``i % 100 == 0`` or ``loss.isfinite()``.
         then_fn: function of no arguments.
-        else_fn: function of no arguments, or None (``then_fn`` must then return None).
+        else_fn: function of no arguments, or None (nothing runs otherwise; what
+            ``then_fn`` returns is then ignored, so ``lambda: v.add_(1)`` is fine).
 
     Returns:
-        What the branches return (None if nothing).
+        What the branches return (None without ``else_fn``).
 
     Raises:
         ShapeError: ``pred`` holds more than one value; the branches return different
             shapes (the message names both lines that traced them).
-        TypeError: different structures or dtypes, or a value only ``then_fn`` returns.
+        TypeError: different structures or dtypes.
     """
     site = user_site()
     if not isinstance(pred, _tensor()):
@@ -257,25 +258,20 @@ def ir_if(pred, then_fn, else_fn=None):
 
     def branch(fn, name):
         def run():
-            leaves, tree = flatten(fn())
+            out = fn()
+            leaves, tree = flatten(out if else_fn is not None else None)
             trees[name] = tree
             return [_node(x, "ir_if") for x in leaves]
         return run
 
     def check():
-        if else_fn is None and trees["then"] != ("none",):
-            raise TypeError(f"ir_if: the then-branch returns {_describe(trees['then'])} but "
-                            f"there is no else_fn to return a value otherwise (at {site})")
         if else_fn is not None and trees["then"] != trees["else"]:
             raise TypeError(f"ir_if: the branches return different structures: "
                             f"{_describe(trees['then'])} and {_describe(trees['else'])} "
                             f"(at {site})")
 
     def then_run():
-        out = branch(then_fn, "then")()
-        if else_fn is None:
-            check()
-        return out
+        return branch(then_fn, "then")()
 
     def else_run():
         out = branch(else_fn, "else")()
