@@ -42,6 +42,8 @@ from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elemen
 
 _KERNEL_OPS = ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX, Op.GATHER, Op.SCATTER_ADD}
 _VIEW_OPS = MOVEMENT | {Op.CONST, Op.RAND, Op.INDEX, Op.AFTER}
+#: chain length the scheduler looks ahead along single readers (see ``_schedule``)
+LOOKAHEAD = 4
 #: the counter extent of a ``While`` without a bound (for access-expression ranges)
 UNBOUNDED = 2 ** 31 - 1
 _HOST = (Op.FEEDER, Op.RECEIVER)
@@ -298,6 +300,10 @@ class _Lowering:
         return (s.id in pos and s.op in (ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX, Op.PUT})
                 and self.uses.get(s.id, 0) == 1)
 
+    def _writes_variable(self, n, pos) -> bool:
+        """Whether ``n``'s kernel writes the variable its only reader assigns (no temp)."""
+        return any(a.id in pos and self._redirect(a, n, pos) for a in self._assign_of(n))
+
     def is_view(self, n) -> bool:
         """Whether node ``n`` lowers to a view (index arithmetic, no statement)."""
         return n.op in _VIEW_OPS or n.id in self.dynamic
@@ -307,15 +313,51 @@ class _Lowering:
         indeg = {i: dag.in_degree(i) for i in dag.nodes}
         left = {r: len(ids) for r, ids in readers.items()}
         size = {n.id: (n.nbytes if (n.op in _KERNEL_OPS or n.op is Op.FEEDER)
-                       and not self.is_view(n) else 0) for n in nodes}
+                       and not self.is_view(n) and not self._writes_variable(n, pos)
+                       else 0) for n in nodes}
         reads = {n.id: self._reads(n) for n in nodes}
 
-        def score(i):
+        def own(i):
             n = by_id[i]
             if self.is_view(n) or n.op is Op.LOAD:
                 return -(1 << 62)
             freed = sum(size.get(r, 0) for r in reads[i] if left.get(r, 0) == 1)
             return size[i] - freed
+
+        def ready_after(j, i) -> bool:
+            """Whether ``j`` waits only for ``i`` (directly or through views of it)."""
+            waits = [p for p in dag.pred[j] if p in indeg and (p in current or indeg[p])]
+            return all(p == i or (self.is_view(by_id[p]) and indeg[p] == 1
+                                  and i in dag.pred[p]) for p in waits) and bool(waits)
+
+        chains: dict = {}         # node -> the readers it was scored with (see score)
+        urgent: set = set()       # chain members: run as soon as they are ready
+
+        def score(i):
+            """Bytes allocated minus bytes freed by running ``i``, or by ``i`` and the chain
+            of single readers it alone makes ready (a weight gradient, its scaling, the
+            update writing the weight: :data:`LOOKAHEAD` nodes at most), the smallest. A
+            node scored with a chain commits to it: the chain runs right after."""
+            if i in urgent:
+                return -(1 << 61)
+            best = total = own(i)
+            chain, k, cur = [], 0, i
+            while total > 0 and k < LOOKAHEAD:
+                users = readers.get(cur, ())
+                if len(users) != 1 or users[0] not in by_id:
+                    break
+                j = users[0]
+                if not ready_after(j, cur):
+                    break
+                total += size[j] - sum(size.get(r, 0) for r in reads[j]
+                                       if r == cur or left.get(r, 0) == 1)
+                chain.append(j)
+                if total < best:
+                    best, chains[i] = total, list(chain)
+                cur, k = j, k + 1
+            if best == own(i):
+                chains.pop(i, None)
+            return best
 
         current = {}
         heap = []
@@ -334,6 +376,11 @@ class _Lowering:
                 continue
             del current[i]
             out.append(by_id[i])
+            for j in chains.pop(i, ()):
+                urgent.add(j)
+                for p in dag.pred[j]:           # the views between chain members too
+                    if self.is_view(by_id[p]) if p in by_id else False:
+                        urgent.add(p)
             for r in reads[i]:
                 left[r] -= 1
                 if left[r] == 1:
