@@ -57,5 +57,23 @@ class TracedValueError(TypeError):
             "the host, hand the tensor to a Receiver.")
 
 
+class DeviceOutOfMemory(MemoryError):
+    """A value of the program does not fit the memory a device can allocate; raised before
+    the program runs (nothing allocated, variables untouched).
+
+    Attributes:
+        needed: bytes of the value; ``available``: bytes the device has.
+    """
+
+    def __init__(self, device: str, what: str, needed: int, available: int) -> None:
+        self.needed, self.available = needed, available
+        super().__init__(f"{device} device: {what} needs {_size(needed)} ({needed} bytes); "
+                         f"{_size(available)} ({available} bytes) of memory available")
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2 ** 30:.1f} GiB" if nbytes >= 2 ** 30 else f"{nbytes / 2 ** 20:.1f} MiB"
+
+
 def _it(iteration: tuple) -> str:
     return str(iteration[0]) if len(iteration) == 1 else str(list(iteration))

@@ -1,11 +1,47 @@
-"""Host callbacks shared by every device: calling Feeders and Receivers with the errors the
+"""Host logic shared by every device: calling Feeders and Receivers with the errors the
 user sees (:class:`~autodiff.FeederError` / :class:`~autodiff.ReceiverError` naming the
-callback and the loop iteration)."""
+callback and the loop iteration), and the memory check made before a program runs."""
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
-from ..errors import FeederError, ReceiverError
+from ..errors import DeviceOutOfMemory, FeederError, ReceiverError
+from ..graph.ir import MOVEMENT, Op
+
+#: ops whose value is a view of their operand on the host (no allocation)
+VIEWS = MOVEMENT - {Op.PAD, Op.CONCAT}
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory available now (``psutil`` when installed, else ``sysconf``);
+    None where neither can tell."""
+    try:
+        import psutil
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(nodes, device: str, available: int | None = None) -> None:
+    """Raise :class:`~autodiff.errors.DeviceOutOfMemory` if one value of ``nodes`` (graph
+    IR nodes the device materialises: every op but host views) is larger than the memory
+    available (``available`` bytes, default :func:`available_memory`). Called before a
+    program runs, so nothing is allocated and no variable changes."""
+    available = available_memory() if available is None else available
+    if available is None:
+        return
+    big = max((n for n in nodes if n.op not in VIEWS and n.op is not Op.FOR),
+              key=lambda n: n.nbytes, default=None)
+    if big is not None and big.nbytes > available:
+        raise DeviceOutOfMemory(device, f"the {big.dtype} {list(big.shape)} value of "
+                                        f"{big.op.name.lower()} (traced at {big.site})",
+                                big.nbytes, available)
 
 
 def check_feed(spec, v, it: tuple) -> None:
@@ -19,7 +55,11 @@ def check_feed(spec, v, it: tuple) -> None:
 
 
 def call_feeder(spec, it: tuple) -> np.ndarray:
-    """``spec.fn()``, checked against the Feeder's shape and dtype.
+    """A copy of ``spec.fn()``'s array, checked against the Feeder's shape and dtype.
+
+    The copy is the device's own: a callback may refill and return the same array at every
+    call (every device copies or fully consumes a Feeder's value before calling that
+    Feeder again).
 
     Args:
         spec: the node's :class:`~autodiff.graph.ir.FeederSpec`.
@@ -33,7 +73,7 @@ def call_feeder(spec, it: tuple) -> np.ndarray:
     except Exception as e:
         raise FeederError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
     check_feed(spec, v, it)
-    return v
+    return np.array(v, order="C", copy=True)
 
 
 def call_receiver(spec, it: tuple, arrays) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 from .ir import Op, Node
 from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
                   mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
-                  swap_last, unary, unslice, where)
+                  swap_last, unary, unslice, where, window_fold)
 from .trace import TRACER
 
 
@@ -55,35 +55,8 @@ def _pad_back(g, out, x):
 
 
 def _window_back(g, out, x):
-    """``x[o*step + k*dilation] += g[o, k]``: a sum of ``size`` strided placements of
-    ``g[..., k]`` (``step - 1`` zeros between the window starts, then an offset of
-    ``k * dilation``), all views plus adds: one elementwise kernel after lowering."""
     dim, size, step, dil = out.arg
-    length, n = x.shape[dim], out.shape[dim] * step
-    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
-        s = list(g.shape)
-        s.insert(dim + 1, 1)
-        pads = [(0, 0)] * len(s)
-        pads[dim + 1] = (0, step - 1)
-        s2 = list(g.shape)
-        s2[dim] = n
-        g = reshape(pad(reshape(g, s), pads), s2)
-    total = None
-    for k in range(size):
-        spec = [(0, d, 1) for d in g.shape]
-        spec[-1] = (k, k + 1, 1)
-        gk = reshape(slice_(g, spec), g.shape[:-1])
-        off = k * dil
-        keep = min(n, length - off)
-        if keep < n:
-            spec = [(0, d, 1) for d in gk.shape]
-            spec[dim] = (0, keep, 1)
-            gk = slice_(gk, spec)
-        pads = [(0, 0)] * len(gk.shape)
-        pads[dim] = (off, length - off - keep)
-        gk = pad(gk, pads)
-        total = gk if total is None else add(total, gk)
-    return total
+    return window_fold(g, dim, x.shape[dim], size, step, dil)
 
 
 def _concat_rule(i):
@@ -176,6 +149,12 @@ for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE):
     GRADS[_op] = (None, None)
 
 
+GRADS[Op.AFTER] = (lambda g, o, x, anchor: g, None)
+
+#: leaves of a backward sweep: variables' values, and a scan body's carries and slices
+LEAVES = frozenset({Op.LOAD, Op.ASSIGN, Op.ARG})
+
+
 def backward(root: Node, seed: Node, on_leaf) -> None:
     """Trace the backward pass of ``root`` into the current scope.
 
@@ -191,34 +170,97 @@ def backward(root: Node, seed: Node, on_leaf) -> None:
     ids = TRACER.scope.ids
     if root.id not in ids:
         raise RuntimeError("backward(): the tensor was not computed in the current scope")
-    # Node ids increase in creation order and operands are created before users, so
-    # descending id order is a reverse topological order.
-    order, seen, stack = [], {root.id}, [root]
+    for n, g in vjp([(root, seed)], ids, lambda n: False):
+        if n.op in (Op.LOAD, Op.ASSIGN):
+            on_leaf(n, g)
+
+
+def vjp(seeds, inside, wanted) -> list[tuple[Node, Node]]:
+    """The reverse sweep: gradients of ``seeds`` (``(node, gradient)`` pairs) through the
+    nodes whose ids are in ``inside``, traced into the current scope.
+
+    Nodes holding sub-graphs (``IF``, ``SCAN``) and :func:`~.control.checkpoint` regions
+    are differentiated as a whole by :mod:`.control_ad`.
+
+    Args:
+        seeds: where the gradients start.
+        inside: ids of the nodes the sweep goes through (one graph's nodes).
+        wanted: ``wanted(node)`` for a node outside ``inside``: whether its gradient is
+            needed (a value a sub-graph reads from its enclosing graph).
+
+    Returns:
+        ``(node, summed gradient)`` for the leaves reached (``LOAD``/``ASSIGN``/``ARG``
+        nodes; variables assigned inside a branch too) and the wanted nodes outside
+        ``inside``, in the order the sweep reached them (descending id).
+    """
+    from . import control_ad
+    grads: dict[int, Node] = {}
+    out: dict[int, tuple[Node, Node]] = {}
+    order, seen, stack = [], set(), []
+
+    def reach(s: Node) -> None:
+        if s.requires_grad and s.id in inside and s.id not in seen:
+            seen.add(s.id)
+            stack.append(s)
+
+    def give(s: Node, g: Node) -> None:
+        if s.id in seen:
+            grads[s.id] = add(grads[s.id], g) if s.id in grads else g
+        elif s.id not in inside and (s.op in (Op.LOAD, Op.ASSIGN) or wanted(s)):
+            out[s.id] = (s, add(out[s.id][1], g)) if s.id in out else (s, g)
+
+    for n, g in seeds:
+        reach(n)
+        give(n, g)
     while stack:
         n = stack.pop()
         order.append(n)
-        if n.op in (Op.LOAD, Op.ASSIGN):
-            continue
-        for s in n.srcs:
-            if s.requires_grad and s.id in ids and s.id not in seen:
-                seen.add(s.id)
-                stack.append(s)
+        if n.op not in LEAVES:
+            for s in control_ad.operands(n):
+                reach(s)
     order.sort(key=lambda n: n.id, reverse=True)
-    grads = {root.id: seed}
+    regions = control_ad.regions_in(inside)
+    pending: dict[int, dict] = {}             # control node id -> {result k: gradient}
+    inner = lambda x: x.id in inside or wanted(x)   # noqa: E731
     for n in order:
+        if n.id in regions:
+            done = regions.pop(n.id)
+            if done is not None:
+                for m in done.nodes:
+                    regions[m.id] = None
+                gouts = {m.id: grads.pop(m.id) for m in done.nodes if m.id in grads}
+                start = len(TRACER.scope.graph.nodes)
+                for s, gs in control_ad.checkpoint_vjp(done, gouts, inner):
+                    give(s, control_ad.fix_fresh(start, gs))
+            grads.pop(n.id, None)
+            continue
+        if n.op in control_ad.CONTROL_VJP:
+            gout = pending.pop(n.id, None)
+            if gout:
+                start = len(TRACER.scope.graph.nodes)
+                for s, gs in control_ad.CONTROL_VJP[n.op](n, gout, inner):
+                    give(s, control_ad.fix_fresh(start, gs))
+            continue
         g = grads.pop(n.id, None)
         if g is None:
             continue
-        if n.op in (Op.LOAD, Op.ASSIGN):
-            on_leaf(n, g)
+        if n.op in LEAVES:
+            out[n.id] = (n, g)
+            continue
+        if n.op is Op.RESULT:
+            ctl = pending.setdefault(n.srcs[0].id, {})
+            ctl[n.arg] = add(ctl[n.arg], g) if n.arg in ctl else g
             continue
         rules = GRADS.get(n.op)
         if rules is None:
             raise NotImplementedError(f"no gradient rule for {n.op.name}")
         for s, rule in zip(n.srcs, rules):
-            if rule is None or not s.requires_grad or s.id not in seen:
+            if rule is None or not s.requires_grad or (s.id not in seen and (
+                    s.id in inside or not wanted(s))):
                 continue
+            start = len(TRACER.scope.graph.nodes)
             gs = rule(g, n, *n.srcs)
             if gs is None:
                 continue
-            grads[s.id] = add(grads[s.id], gs) if s.id in grads else gs
+            give(s, control_ad.fix_fresh(start, gs))
+    return list(out.values())

@@ -65,6 +65,18 @@ class Op(enum.Enum):
     ASSIGN = enum.auto()     # arg: Variable; srcs: (value,)
     RECEIVER = enum.auto()   # arg: ReceiverSpec; srcs: values handed to the callback
     FOR = enum.auto()        # arg: ForArg
+    # control flow (autodiff.graph.control): nodes holding sub-graphs, and their values
+    INDEX = enum.auto()      # arg: IndexArg; int32 [] index of an enclosing FOR/WHILE/SCAN
+    IF = enum.auto()         # srcs: (pred,); arg: IfArg (two sub-graphs)
+    WHILE = enum.auto()      # arg: WhileArg (condition and body sub-graphs)
+    SCAN = enum.auto()       # srcs: (*init, *xs); arg: ScanArg (a body run once per step)
+    ARG = enum.auto()        # arg: k; in a SCAN body: carry k (k < n_carry), else the
+                             # current step's slice of xs[k - n_carry]
+    RESULT = enum.auto()     # srcs: (IF or SCAN node,); arg: k; that node's k-th result
+    AFTER = enum.auto()      # srcs: (x, anchor); the value of x, computed after anchor (an
+                             # ordering barrier: activation checkpointing's recomputation)
+    PUT = enum.auto()        # srcs: (base [N, ...], row [...], idx int32 []); base with
+                             # row idx replaced (scan outputs; made by lowering only)
 
 
 UNARY = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
@@ -77,7 +89,9 @@ REDUCE = frozenset({Op.SUM, Op.RMAX})
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT,
                       Op.WINDOW})
 LEAF = frozenset({Op.CONST, Op.LOAD, Op.FEEDER, Op.RAND})
-EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER})
+EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER, Op.IF, Op.WHILE})
+#: nodes holding sub-graphs (see :func:`bodies`)
+CONTROL = frozenset({Op.FOR, Op.IF, Op.WHILE, Op.SCAN})
 
 _ids = itertools.count()
 
@@ -124,9 +138,88 @@ class ReceiverSpec:
 
 @dataclass(eq=False)
 class ForArg:
-    """A rolled loop: ``body`` runs once per element of ``range``."""
+    """A rolled loop: ``body`` runs once per element of ``range``.
+
+    ``index`` is the loop's key (:class:`IndexArg`) when the body reads its index (an
+    ``INDEX`` node), else None.
+    """
     range: range
     body: "Graph"
+    index: int | None = None
+
+    def graphs(self) -> list["Graph"]:
+        return [self.body]
+
+    def with_graphs(self, gs) -> "ForArg":
+        return replace(self, body=gs[0])
+
+
+@dataclass(frozen=True)
+class IndexArg:
+    """The arg of an ``INDEX`` node: ``start + step * k`` in iteration ``k`` (counted from 0)
+    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``)."""
+    key: int
+    start: int = 0
+    step: int = 1
+
+
+@dataclass(eq=False)
+class IfArg:
+    """``then`` runs when the predicate is nonzero, else ``orelse``; the ``outputs`` of the
+    two graphs are the node's results (``RESULT`` k: ``then.outputs[k]`` or
+    ``orelse.outputs[k]``, same shapes and dtypes). Either graph may assign variables."""
+    then: "Graph"
+    orelse: "Graph"
+
+    def graphs(self) -> list["Graph"]:
+        return [self.then, self.orelse]
+
+    def with_graphs(self, gs) -> "IfArg":
+        return replace(self, then=gs[0], orelse=gs[1])
+
+
+@dataclass(eq=False)
+class WhileArg:
+    """``cond`` (whose single output is a 0-d predicate) runs before every iteration;
+    ``body`` runs while it is nonzero, at most ``max_iterations`` times (None: no bound).
+    State is carried by variables, as in ``FOR``; ``index`` as in :class:`ForArg`."""
+    cond: "Graph"
+    body: "Graph"
+    max_iterations: int | None = None
+    index: int | None = None
+
+    def graphs(self) -> list["Graph"]:
+        return [self.cond, self.body]
+
+    def with_graphs(self, gs) -> "WhileArg":
+        return replace(self, cond=gs[0], body=gs[1])
+
+
+@dataclass(eq=False)
+class ScanArg:
+    """JAX's ``lax.scan``: ``body`` runs ``length`` times (backwards when ``reverse``).
+
+    The body reads its carries and the current slices of the scanned inputs through ``ARG``
+    nodes; ``body.outputs`` are the new carries (``n_carry`` of them, shapes and dtypes of
+    the initial ones) then the per-step outputs. ``RESULT`` k of the node is the final carry
+    k (k < ``n_carry``), else per-step output ``k - n_carry`` stacked along a new leading
+    dim of ``length``. ``key`` names the loop for ``INDEX`` nodes in the body. The body is
+    pure (no variable updates, host callbacks or loops with effects). ``remat``: the
+    backward pass recomputes the body from the saved carries instead of saving its values
+    (``scan(checkpoint=k)``'s outer loop over segments).
+    """
+    body: "Graph"
+    length: int
+    n_carry: int
+    reverse: bool = False
+    key: int = 0
+    remat: bool = False
+
+    def graphs(self) -> list["Graph"]:
+        return [self.body]
+
+    def with_graphs(self, gs) -> "ScanArg":
+        return replace(self, body=gs[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,26 +285,53 @@ class Graph:
     unused_feeders: frozenset = frozenset()
 
     def walk(self):
-        """Every node, bodies of ``For`` nodes included, in program order (pre-order)."""
+        """Every node, sub-graphs of ``For`` (and other control) nodes included, in program
+        order (pre-order)."""
         for n in self.nodes:
             yield n
-            if n.op is Op.FOR:
-                yield from n.arg.body.walk()
+            if n.op in CONTROL:
+                for g in n.arg.graphs():
+                    yield from g.walk()
 
     def count(self) -> int:
         """Number of nodes, loop bodies included (each body counted once)."""
         return sum(1 for _ in self.walk())
 
 
-def captures(body: Graph) -> list[Node]:
+def bodies(n: Node) -> list[Graph]:
+    """The sub-graphs of ``n`` (``FOR``: its body; ``IF``: then, else; ``WHILE``: condition,
+    body; ``SCAN``: its body), ``[]`` for other nodes."""
+    return n.arg.graphs() if n.op in CONTROL else []
+
+
+def with_bodies(n: Node, graphs) -> Node:
+    """A copy of control node ``n`` (fresh id) holding ``graphs`` instead of its sub-graphs."""
+    return n.replace(arg=n.arg.with_graphs(list(graphs)))
+
+
+def captures(body: Graph | Node) -> list[Node]:
     """Nodes from enclosing graphs that ``body`` (or its nested bodies) reads, in first-use order.
+
+    ``body`` may be a graph or a control node (then: what all its sub-graphs read, their
+    outputs included, other than the node's own ``srcs``).
 
     Complexity: O(nodes in body + edges).
     """
-    inside = {n.id for n in body.walk()}
+    graphs = bodies(body) if isinstance(body, Node) else [body]
+    inside = {n.id for g in graphs for n in g.walk()}
     seen: dict[int, Node] = {}
-    for n in body.walk():
-        for s in n.srcs:
-            if s.id not in inside and s.id not in seen:
-                seen[s.id] = s
+
+    def visit(g: Graph) -> None:
+        for n in g.nodes:
+            for s in n.srcs:
+                if s.id not in inside and s.id not in seen:
+                    seen[s.id] = s
+            for sub in bodies(n):
+                visit(sub)
+        for o in g.outputs:
+            if o.id not in inside and o.id not in seen:
+                seen[o.id] = o
+
+    for g in graphs:
+        visit(g)
     return list(seen.values())

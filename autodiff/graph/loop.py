@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 
+from . import control
 from .ir import FeederSpec, Node, Op, ReceiverSpec
 from .tensor import Tensor, _DTYPES, _wrap
 from .trace import TRACER, user_site
@@ -49,7 +50,9 @@ def ir_for(rng, body) -> None:
     """Trace ``body()`` once into a rolled loop over ``rng`` (a ``range`` or an int).
 
     Loop-carried state is the set of variables the body updates in place (parameters,
-    optimizer state); every other value lives for one iteration. Loops nest.
+    optimizer state); every other value lives for one iteration. Loops nest. If ``body``
+    takes an argument it gets the loop index: an int32 0-d tensor (``rng``'s value this
+    iteration) usable in arithmetic, comparisons and indexing (``data[i]``).
     """
     if isinstance(rng, int):
         rng = range(rng)
@@ -57,9 +60,12 @@ def ir_for(rng, body) -> None:
         raise TypeError(f"ir_for needs a range or an int, got {type(rng).__name__}")
     site = user_site()
     scope = TRACER.open_loop()
+    key = control.new_key()
     try:
-        body()
+        indexed = control.call_body(body, key, rng)
     except BaseException:
         TRACER.scope = scope.parent
         raise
-    TRACER.close_loop(scope, rng, site)
+    node = TRACER.close_loop(scope, rng, site)
+    if indexed:
+        node.arg.index = key

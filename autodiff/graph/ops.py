@@ -213,6 +213,54 @@ def window(x: Node, dim: int, size: int, step: int = 1, dilation: int = 1) -> No
     return _emit(Op.WINDOW, (x,), shape + [size], x.dtype, (dim, size, step, dilation))
 
 
+def window_fold(g: Node, dim: int, length: int, size: int, step: int = 1,
+                dilation: int = 1) -> Node:
+    """The adjoint of :func:`window`: ``out[..., o*step + k*dilation, ...] += g[..., o, ..., k]``
+    over a dim of ``length`` (``col2im`` along one dim; the gradient of ``WINDOW`` and the
+    scatter of a transposed convolution).
+
+    ``g [..., O, ..., size]`` -> ``[..., length, ...]``. Built as a sum of ``size`` strided
+    placements of ``g[..., k]`` (``step - 1`` zeros between window starts, then an offset of
+    ``k * dilation``): views and adds only, one elementwise kernel after lowering.
+
+    Raises:
+        ShapeError: ``g``'s last dim is not ``size``, or windows reach past ``length``.
+    """
+    nd = len(g.shape)
+    dim = _norm_dim(dim, nd - 1, "window_fold", g.shape)
+    n_out = g.shape[dim]
+    if nd < 2 or g.shape[-1] != size or (n_out and (n_out - 1) * step
+                                         + (size - 1) * dilation >= length):
+        raise ShapeError("window_fold", [g.shape], user_site(),
+                         f"{n_out} windows of {size} (step {step}, dilation {dilation}) do "
+                         f"not fit a dim of {length}")
+    n = n_out * step
+    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
+        s = list(g.shape)
+        s.insert(dim + 1, 1)
+        pads = [(0, 0)] * len(s)
+        pads[dim + 1] = (0, step - 1)
+        s2 = list(g.shape)
+        s2[dim] = n
+        g = reshape(pad(reshape(g, s), pads), s2)
+    total = None
+    for k in range(size):
+        spec = [(0, d, 1) for d in g.shape]
+        spec[-1] = (k, k + 1, 1)
+        gk = reshape(slice_(g, spec), g.shape[:-1])
+        off = k * dilation
+        keep = min(n, length - off)
+        if keep < n:
+            spec = [(0, d, 1) for d in gk.shape]
+            spec[dim] = (0, keep, 1)
+            gk = slice_(gk, spec)
+        pads = [(0, 0)] * len(gk.shape)
+        pads[dim] = (off, length - off - keep)
+        gk = pad(gk, pads)
+        total = gk if total is None else add(total, gk)
+    return total
+
+
 # -- elementwise ----------------------------------------------------------------------
 def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
     try:

@@ -22,8 +22,8 @@ def _sigmoid(x):
 
 
 def _sign(x):
-    """-1, 0 or 1; 0 for NaN (PyTorch, OpenCL's ``sign``), where numpy gives NaN."""
-    return np.where(x != x, F32(0), np.sign(x)).astype(x.dtype)
+    """torch.sign: -1, 0 or 1, and 0 for NaN (numpy's sign gives NaN)."""
+    return np.where(np.isnan(x), F32(0), np.sign(x)).astype(x.dtype)
 
 
 def _cmp(f):

@@ -11,7 +11,9 @@ import numbers
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..graph import ops
+from ..graph.trace import user_site
 from ..graph.tensor import Tensor, _wrap, default_rng, where
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -232,13 +234,14 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
         eps: added to the variance.
 
     Raises:
-        ValueError: the trailing dims of ``x`` are not ``normalized_shape``.
+        ShapeError: (a ValueError) the trailing dims of ``x`` are not ``normalized_shape``;
+            names the shapes and the user's ``file:line``.
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) \
         else tuple(normalized_shape)
     if tuple(x.shape[len(x.shape) - len(shape):]) != tuple(shape) or len(shape) > x.ndim:
-        raise ValueError(f"layer_norm: input shape {list(x.shape)} does not end with "
-                         f"normalized_shape {list(shape)}")
+        raise ShapeError("layer_norm", [x.shape, shape], user_site(),
+                         "the input shape does not end with normalized_shape")
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     d = x - x.mean(dims, keepdim=True)
     y = d * ((d * d).mean(dims, keepdim=True) + eps).rsqrt()
@@ -397,13 +400,14 @@ def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
     if target.dtype != "int32":
         raise TypeError(f"class targets must be int32, got {target.dtype}")
     if tuple(target.shape) != tuple(logp.shape[:-1]):
-        raise ValueError(f"targets {list(target.shape)} do not fit the input "
-                         f"{list(logp.shape)} (expected {list(logp.shape[:-1])})")
+        raise ShapeError("cross_entropy", [logp.shape, target.shape], user_site(),
+                         f"class targets must have shape {list(logp.shape[:-1])}")
     t = target.float()
     one_hot = t.unsqueeze(-1) == Tensor(np.arange(n_cls, dtype=np.float32))     # [..., C]
     valid = (t != float(ignore_index)).float()                                  # [...]
     w = valid if weight is None else (one_hot.float() * weight).sum(-1) * valid
-    return (one_hot.float() * logp).sum(-1) * w, w
+    # where(), not one_hot * logp: a masked class (logit -inf) must not make 0 * -inf
+    return where(one_hot, logp, 0.0).sum(-1) * w, w
 
 
 def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=None,
@@ -457,7 +461,9 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, size_aver
         A scalar float32 tensor (``[N, d1, ...]`` for ``reduction="none"``).
 
     Raises:
-        ValueError: shapes do not fit, or bad ``reduction`` / ``label_smoothing``.
+        ShapeError: (a ValueError) shapes do not fit; names them and the user's
+            ``file:line``.
+        ValueError: bad ``reduction`` / ``label_smoothing``.
         TypeError: index targets are not int32.
     """
     if not 0.0 <= label_smoothing <= 1.0:
@@ -474,16 +480,16 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, size_aver
     wlogp = logp if weight is None else logp * weight
     if target.dtype == "float32":                         # class probabilities
         if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets {list(target.shape)} must "
-                             f"match the logits {list(input.shape)}")
+            raise ShapeError("cross_entropy", [input.shape, target.shape], user_site(),
+                             "probability targets must match the logits")
         if label_smoothing:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_cls
         return reduce_loss(-(target * wlogp).sum(-1), reduction)
     picked, w = _picked(logp, target, weight, ignore_index)
     loss = -picked
     if label_smoothing:
-        valid = (target.float() != float(ignore_index)).float()
-        smooth = -wlogp.sum(-1) * valid
+        valid = target.float() != float(ignore_index)
+        smooth = where(valid, -wlogp.sum(-1), 0.0)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_cls)
     if reduction == "none":
         return loss
@@ -573,3 +579,19 @@ __all__ += ["leaky_relu", "elu", "celu", "selu", "silu", "softplus", "mish", "so
             "normalize", "cosine_similarity", "one_hot", "nll_loss", "binary_cross_entropy",
             "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss",
             "kl_div"]
+
+
+# -- model coverage (issue 16): padding, convolution, pooling, resampling, normalisation ----
+# Defined next to their modules; re-exported here under torch.nn.functional's names.
+from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
+from .padding import pad  # noqa: E402
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
+                      adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
+                      max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
+
+__all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
+            "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+            "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
+            "instance_norm", "rms_norm"]

@@ -9,7 +9,7 @@ import autodiff as ad
 from autodiff.graph import ops
 from autodiff.graph.ir import Op
 from autodiff.graph.tensor import _wrap
-from conftest import device_params
+from backends import device_params
 from op_helper import check_op
 
 

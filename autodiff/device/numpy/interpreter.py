@@ -12,7 +12,8 @@ import numpy as np
 from ...graph.ir import Graph, Node, Op
 from ...graph.reference import KERNELS
 from ...graph.rng import philox_uniform
-from ..host import call_feeder, call_receiver
+from ..host import call_feeder, call_receiver, check_memory
+from . import control
 
 
 class Interpreter:
@@ -21,13 +22,19 @@ class Interpreter:
     ``store`` maps :class:`~autodiff.graph.ir.Variable` -> numpy array and is updated in
     place by ``ASSIGN`` nodes. If an iteration fails, ``store`` is restored to its values at
     the start of that iteration before the error propagates.
+
+    Raises:
+        DeviceOutOfMemory: (at construction) a value larger than the memory available.
     """
 
     def __init__(self, graph: Graph):
+        check_memory(graph.walk(), "numpy")
         self.graph = graph
         self.steps = self._compile(graph)
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.index: dict[int, int] = {}      # loop key -> iteration (control.py)
+        self.results: dict[int, list] = {}   # IF/SCAN node id -> its results
 
     def _compile(self, graph: Graph):
         return [self._step(n) for n in graph.nodes]
@@ -35,6 +42,9 @@ class Interpreter:
     def _step(self, n: Node):
         if n.op is Op.FOR:
             return ("for", n, self._compile(n.arg.body))
+        step = control.compile_step(self, n)
+        if step is not None:
+            return step
         if n.op in KERNELS:
             return ("op", n, KERNELS[n.op](n), tuple(s.id for s in n.srcs))
         return (n.op.name.lower(), n)
@@ -67,6 +77,8 @@ class Interpreter:
                 self._receive(n, [vals[s.id] for s in n.srcs])
             elif kind == "for":
                 self._loop(n, step[2], store)
+            elif kind in control.KINDS:
+                control.run(self, step, store)
             else:
                 raise NotImplementedError(f"numpy device: no kernel for {n.op.name}")
 
@@ -74,6 +86,7 @@ class Interpreter:
         self.iters.append(0)
         for k, _ in enumerate(n.arg.range):
             self.iters[-1] = k
+            self.index[n.arg.index] = k
             snapshot = dict(store)
             try:
                 self._run(body, store)

@@ -22,7 +22,7 @@ from ...procedural.access import evaluate
 from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
                               FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
                               Rand, ReceiverRead, Reduce, ScatterAdd, Select)
-from ..host import call_feeder, call_receiver
+from ..host import call_feeder, call_receiver, check_memory
 from ...graph.reference import KERNELS, _gather, _scatter_add
 
 _IDX = np.int64
@@ -329,6 +329,7 @@ def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
     stage ``"alloc"`` is the plan, ``report.stats["memory"]`` its figures.
     """
     from ...procedural.lower import lower
+    check_memory(graph.walk(), "numpy")
     prog = lower(graph)
     stages = {"procedural": prog}
     run = prog

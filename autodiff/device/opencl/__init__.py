@@ -16,7 +16,7 @@ import time
 
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
                               ReceiverRead)
-from . import chain, codegen, kernels, philox, render
+from . import chain, codegen, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -119,14 +119,14 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str,
+def _steps(stmts, off, bodies, launches, chain_work: int, target,
            top: bool = True):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, bodies, launches, chain_work, reductions, top=False)
+            body = _steps(s.body, off, bodies, launches, chain_work, target, top=False)
             feeds = [x for x in body if type(x) is Feed]
             callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
                             for x, _ in _walk(s.body))
@@ -140,7 +140,7 @@ def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str,
         elif isinstance(s, Kernel):
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
-            for src in codegen.kernel(name, s, off, d=BODY, reductions=reductions):
+            for src in codegen.kernel(name, s, off, d=BODY, target=target):
                 bodies.append(src)
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
@@ -201,7 +201,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
-            ``"tree"`` (a work-group per row, default on a GPU);
+            ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
+            work-item of elementwise and reduction kernels) and ``tile`` (matmul register
+            tile) override :func:`.target.for_device`'s choice;
             others are ignored here.
 
     Returns:
@@ -227,8 +229,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     t = time.perf_counter()
     bodies, by_launch = [], {}
     chain_work = options.get("chain_work", chain.default_work(dev))
-    reductions = options.get("reductions", "row" if chain.is_cpu(dev) else "tree")
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, reductions)
+    tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
+                                              vector=options.get("vector"),
+                                              tile=options.get("tile"))
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt)
     sources = _wrappers(by_launch)
     launches = list(by_launch)
     src = render.program([b for b in bodies if not b.whole] + sources)

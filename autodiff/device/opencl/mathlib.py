@@ -39,9 +39,9 @@ __attribute__((overloadable)) inline T _ad_log(T x) {
 }
 """
 
-#: vector widths each inline function is emitted for (scalar, matmul dot-form epilogue,
-#: float16 rows and loads).
-WIDTHS = (1, 4, 16)
+#: vector widths each inline function is emitted for (scalar, the vector kernels' lanes,
+#: the matmul dot-form epilogue, float16 rows and loads).
+WIDTHS = (1, 2, 4, 8, 16)
 
 
 def _instantiate(template: str, w: int) -> str:
@@ -69,10 +69,11 @@ __attribute__((overloadable)) inline T _ad_pow(T a, T b) {
   const T r = exp(t) * (1.0f + c);
   const I bint = isequal(b, rint(b));
   const I bodd = bint & isnotequal(rint(b * 0.5f), b * 0.5f);
-  T out = select(r, -r, isless(a, (T)(0.0f)) & bodd);
+  T out = select(r, -r, signbit(a) & bodd);          /* signbit: pow(-0, -1) = -inf */
   out = select(out, (T)(NAN), isless(a, (T)(0.0f)) & (bint == (I)(0)) & isfinite(a));
   out = select(out, a * a, isequal(b, (T)(2.0f)));
-  return select(out, (T)(1.0f), isequal(b, (T)(0.0f)) | isequal(a, (T)(1.0f)));
+  return select(out, (T)(1.0f), isequal(b, (T)(0.0f)) | isequal(a, (T)(1.0f)) |
+                                (isequal(fabs(a), (T)(1.0f)) & isinf(b)));   /* (-1)^inf */
 }
 """
 
@@ -115,7 +116,7 @@ __attribute__((overloadable)) inline T _ad_min(T a, T b) {
 }
 """
 
-MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS + (8, 2))
+MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS)
 
 # tanh saturating to exactly +-1 where the correctly rounded float32 result is +-1
 # (|x| > 9.015: 1 - tanh|x| < 2^-25, as torch gives); PoCL's builtin stops at 1 - 2^-24 there.

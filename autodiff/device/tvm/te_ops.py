@@ -6,6 +6,9 @@ PrimFunc per node (fused later by Relax ``FuseOps``/``FuseTIR``). Semantics foll
 numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
 
 * comparisons give float32 masks (0 or 1); ``WHERE`` picks ``a`` where the mask is nonzero;
+  ``!=`` is ``1 - (a == b)`` (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave 0);
+* NaN propagates as in numpy and torch: ``RELU``, ``MAX``, ``MIN`` and ``RMAX`` use
+  :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
   :func:`gather_check` counts the out-of-range indices, which the host reads after the
@@ -50,11 +53,36 @@ def _sum(n: Node):
     return lambda x: topi.sum(x, axis=axes, keepdims=True)
 
 
+def nan_max(a, b):
+    """``max(a, b)``, NaN if either is NaN (as numpy's ``maximum`` and torch; TIR's ``max``
+    lowers to LLVM ``maxnum``, which drops a NaN)."""
+    return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.max(a, b)))
+
+
+def nan_min(a, b):
+    """``min(a, b)``, NaN if either is NaN."""
+    return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.min(a, b)))
+
+
+#: max-reduction propagating NaN, identity -inf (``topi.max`` drops NaN and starts from
+#: the lowest finite float, so a row of -inf gave -3.4e38)
+_MAX_REDUCER = te.comm_reducer(nan_max, lambda dtype: tirx.const(float("-inf"), dtype),
+                               name="nan_max")
+
+
 def _rmax(n: Node):
     axes = [int(a) for a in n.arg]
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
-    return lambda x: topi.max(x, axis=axes, keepdims=True)
+
+    def build(x):
+        red = {a: te.reduce_axis((0, x.shape[a]), f"r{a}") for a in axes}
+
+        def at(*i):
+            return _MAX_REDUCER(x[tuple(red.get(d, i[d]) for d in range(len(i)))],
+                                axis=list(red.values()))
+        return te.compute(n.shape, at, name="rmax")
+    return build
 
 
 def _dot(n: Node):
@@ -159,17 +187,17 @@ TE = {
     Op.SQRT: lambda n: topi.sqrt, Op.RSQRT: lambda n: topi.rsqrt,
     Op.RECIP: _ew(lambda x: _ONE / x, "reciprocal"),
     Op.SIN: lambda n: topi.sin, Op.COS: lambda n: topi.cos, Op.TANH: lambda n: topi.tanh,
-    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: tirx.max(x, _ZERO), "relu"),
+    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: nan_max(x, _ZERO), "relu"),
     Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf, Op.SIGN: lambda n: topi.sign,
     Op.CAST: lambda n: lambda x: topi.cast(x, n.dtype),
     Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
     Op.EXPM1: _ew(_expm1, "expm1"),
     Op.ADD: _ew(lambda a, b: a + b, "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
     Op.MUL: _ew(lambda a, b: a * b, "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
-    Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(tirx.max, "max"), Op.MIN: _ew(tirx.min, "min"),
+    Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
     Op.CMPLT: _ew(lambda a, b: _f32(a < b), "lt"), Op.CMPLE: _ew(lambda a, b: _f32(a <= b), "le"),
     Op.CMPGT: _ew(lambda a, b: _f32(a > b), "gt"), Op.CMPGE: _ew(lambda a, b: _f32(a >= b), "ge"),
-    Op.CMPEQ: _ew(lambda a, b: _f32(a == b), "eq"), Op.CMPNE: _ew(lambda a, b: _f32(a != b), "ne"),
+    Op.CMPEQ: _ew(lambda a, b: _f32(a == b), "eq"), Op.CMPNE: _ew(lambda a, b: _ONE - _f32(a == b), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m != _ZERO, a, b), "where"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
