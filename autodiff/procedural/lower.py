@@ -419,7 +419,10 @@ class _Lowering:
             out.append(self.copy_kernel(v, b))
             return
         op = n.op
-        if op in MOVEMENT:
+        if op in MOVEMENT and n.size == 0:          # no element is ever read
+            zero = Const(0 if n.dtype == "int32" else 0.0, n.dtype)
+            self.views[n.id] = View(n.shape, lambda idx, c=zero: c)
+        elif op in MOVEMENT:
             self.views[n.id] = self.movement(n)
         elif op is Op.CONST:
             val = n.arg
