@@ -15,10 +15,10 @@ OpenCL programs carry for PoCL (``_ad_log``, ``_ad_pow``, ``_ad_erf``) map to CU
 ``logf``/``powf``/``erff`` (libdevice, 1-4 ulp, IEEE special cases); ``_ad_max``/``_ad_min``
 keep numpy's NaN propagation around ``fmaxf``/``fminf``.
 
-``vloadN``/``vstoreN`` with ``N >= 4`` use 16-byte ``float4`` transactions when the address
-is 16-byte aligned (a uniform run-time test: the arena is 256-byte aligned and most
-operands keep that alignment), else ``N`` scalar accesses, which is what OpenCL's
-``vloadN`` allows (element alignment only).
+``vloadN``/``vstoreN`` are lane accesses; every kernel wrapper declares the arena 256-byte
+aligned (``__builtin_assume_aligned``), so NVVM merges the lanes of an aligned row into
+16-byte ``float4`` transactions where the offsets prove it (``ld.global.v4``), and keeps
+element accesses elsewhere, which is all OpenCL's ``vloadN`` requires.
 
 Philox-4x32-10 (:func:`philox`) is the same generator and counter layout as the OpenCL
 program's (:mod:`autodiff.device.opencl.philox`): bit-identical draws on both devices and
