@@ -175,7 +175,7 @@ def value_range(n: Node) -> tuple[float, float] | None:
         r = n.arg.bounds()
     elif op is Op.CONST:
         v = float(n.arg)
-        r = (v, v) if v == int(v) else None
+        r = (v, v) if math.isfinite(v) and v == int(v) else None
     elif op in _VIEWS or op is Op.CAST:
         r = value_range(n.srcs[0])
     elif op in (Op.ADD, Op.SUB, Op.MUL):
