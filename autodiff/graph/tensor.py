@@ -18,7 +18,7 @@ from ..errors import ShapeError
 from . import ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
-from .trace import TRACER, no_grad, user_site
+from .trace import OWNERS, TRACER, no_grad, user_site
 
 _DTYPES = {"float32": np.float32, "int32": np.int32}
 _rng = [np.random.default_rng(0)]
@@ -168,6 +168,7 @@ class Tensor:
         if self._var is None:
             raise RuntimeError("this tensor has no value yet: call autodiff.execute() first "
                                f"(traced at {self._node.site})")
+        OWNERS.check(self._var)         # a running execute() owns it: raise or wait
         return self._var.value.copy()
 
     def item(self) -> float:
@@ -342,14 +343,14 @@ class Tensor:
 
     def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
         s = self.sum(dim, keepdim)
-        return s * (s.numel() / self.numel()) if self.numel() else s
+        return s * (s.numel() / self.numel()) if self.numel() else s * float("nan")
 
     def var(self, dim=None, keepdim: bool = False, unbiased: bool = True,
             correction: int | None = None) -> "Tensor":
         corr = correction if correction is not None else (1 if unbiased else 0)
         n = self.numel() // max(self.mean(dim, keepdim=True).numel(), 1)
         d = self - self.mean(dim, keepdim=True)
-        return (d * d).sum(dim, keepdim) * (1.0 / max(n - corr, 1))
+        return (d * d).sum(dim, keepdim) * (1.0 / (n - corr) if n > corr else float("nan"))
 
     def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
         return _reduce(Op.RMAX, self, dim, keepdim)

@@ -268,6 +268,9 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
         ShapeError: (a ValueError) shapes do not fit; names them and the user's
             ``file:line``.
         ValueError: bad ``reduction`` / ``label_smoothing``.
+        IndexError: (at run time) a class target outside ``[0, C)`` other than
+            ``ignore_index``: the run stops in that iteration
+            (:class:`autodiff.errors.IndexOutOfRange`).
         TypeError: index targets are not int32.
     """
     if not 0.0 <= label_smoothing <= 1.0:
@@ -303,6 +306,10 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
     valid = target.float() != float(ignore_index)                      # [...]
     # where(), not one_hot * logp: a masked class (logit -inf) must not make 0 * -inf
     loss = -where(one_hot, logp, 0.0).sum(-1) * valid
+    # a target outside [0, C) (ignore_index aside) stops the run with an IndexError naming
+    # it and the iteration, on every device: a checked gather from zeros, adding 0
+    loss = loss + _wrap(ops.gather(ops.const(0.0, (n_cls,)), target.node,
+                                   ("cross_entropy", int(ignore_index))))
     if label_smoothing:
         smooth = where(valid, -logp.sum(-1), 0.0)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_cls)

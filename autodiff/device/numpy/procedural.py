@@ -22,6 +22,7 @@ from ...procedural.access import evaluate
 from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
                               FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
                               Rand, ReceiverRead, Reduce, ScatterAdd, Select)
+from .. import empty
 from ..host import call_feeder, call_receiver, check_memory
 from ...graph.reference import KERNELS, _gather, _scatter_add
 
@@ -102,6 +103,13 @@ class ProceduralExecutor:
 
     # -- compilation ----------------------------------------------------------------------
     def _compile(self, s):
+        if isinstance(s, (Elementwise, DotProduct, Reduce, Copy, Gather, ScatterAdd)) or \
+                (isinstance(s, FusedKernel) and not self.by_member):
+            k = empty.rewrite(s)            # zero-size spaces: no work, or an epilogue
+            if k is None:
+                return lambda: None
+            if k is not (s.kernel if isinstance(s, FusedKernel) else s):
+                s = k
         if isinstance(s, FusedKernel):
             if self.by_member:
                 steps = [self._compile(m) for m in s.members]

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import time
 
-from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
-                              ReceiverRead)
+from ...graph.ir import Op
+from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
+                              Kernel, ReceiverRead, ScatterAdd)
+from ..host import ignored
+from .. import empty
 from . import chain, codegen, kernels, philox, render
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
@@ -119,18 +122,22 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str,
+def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str, ctx,
            top: bool = True):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
-    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
+    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
+    ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
+    list of index-checked graph nodes, the check id of each being its position + 1)``."""
+    nodes, sites, checked = ctx
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, bodies, launches, chain_work, reductions, top=False)
+            site = next(sites)
+            body = _steps(s.body, off, bodies, launches, chain_work, reductions, ctx,
+                          top=False)
             feeds = [x for x in body if type(x) is Feed]
-            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
-                            for x, _ in _walk(s.body))
-            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+            inner = not any(isinstance(x, For) for x in s.body)
+            steps.append(Loop(s.range, body, feeds, recovers=top, site=site, inner=inner))
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
@@ -138,9 +145,18 @@ def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str,
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
+            s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
+            if s is None:
+                continue
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
-            for src in codegen.kernel(name, s, off, d=BODY, reductions=reductions):
+            check = (1, None)
+            if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
+                node = nodes[s.out.node]
+                checked.append(node)
+                check = (len(checked), ignored(node))
+            for src in codegen.kernel(name, s, off, d=BODY, reductions=reductions,
+                                      check=check):
                 bodies.append(src)
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
@@ -169,13 +185,6 @@ def _wrappers(launches: dict) -> list:
     return out
 
 
-def _walk(stmts):
-    for s in stmts:
-        yield s, 0
-        if isinstance(s, For):
-            yield from _walk(s.body)
-
-
 class _Listing:
     def __init__(self, text: str):
         self.text = text
@@ -201,7 +210,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
-            ``"tree"`` (a work-group per row, default on a GPU);
+            ``"tree"`` (a work-group per row, default on a GPU); ``prefetch`` is
+            ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
     Returns:
@@ -228,7 +238,11 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     bodies, by_launch = [], {}
     chain_work = options.get("chain_work", chain.default_work(dev))
     reductions = options.get("reductions", "row" if chain.is_cpu(dev) else "tree")
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, reductions)
+    nodes = {n.id: n for n in graph.walk()}
+    sites = iter([n.site for n in graph.walk() if n.op is Op.FOR])
+    checked: list = []
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work, reductions,
+                   (nodes, sites, checked))
     sources = _wrappers(by_launch)
     launches = list(by_launch)
     src = render.program([b for b in bodies if not b.whole] + sources)
@@ -256,7 +270,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["compile_s"] = time.perf_counter() - t_all
     stages["opencl"] = _Listing(src)
     exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
-                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL])
+                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
+                     checked, options.get("prefetch"))
     if report is not None:
         report.stats["opencl"] = stats
     return exe
