@@ -164,7 +164,7 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     options["prefetch"] = prefetch_option(prefetch)
     if hasattr(backend, "require"):
         backend.require(**options)      # before the traced program is consumed
-    exe, phase = None, "before the program ran: variables are unchanged"
+    exe, phase = None, "before"
     try:
         tensors = [t for t in list(TRACER.outputs)
                    if t._var is None and t._node is not None and t._scope is TRACER.root]
@@ -181,7 +181,7 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         t2 = time.perf_counter()
         TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
         _run(exe, opt_graph)
-        phase = "after the program ran: variables hold its final values"
+        phase = "after"
         for t, node in zip(tensors, opt_graph.outputs):
             t._var = Variable(np.array(exe.vals[node.id], copy=True), t.name)
             t._var.owner = weakref.ref(t)
@@ -200,43 +200,65 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
 def _run(exe, graph: Graph) -> None:
     """``exe.run`` on the variables of ``graph``, owned for the run; the assigned ones are
     written back (all or none, also when the run stops); a stop is described in the
-    error (:class:`~autodiff.device.host.Progress`)."""
+    error (:class:`~autodiff.device.host.Progress`), an interrupt raised as
+    :class:`~autodiff.errors.ExecutionInterrupted` naming what the variables hold."""
     variables, assigned = _variables(graph), _assigned(graph)
     token = object()
+    state = ["before"]                     # -> "running" -> "written"
     try:
-        OWNERS.acquire(variables, token)     # waits for another thread's run of any of them
-        store = {v: v.value for v in variables}
         try:
-            exe.run(store)
-        except (FeederError, ReceiverError, IndexOutOfRange) as e:
-            _progress(exe).describe(e)
-            raise
-        except KeyboardInterrupt as e:
-            err = _interrupted(exe, None)
-            raise err from e
+            OWNERS.acquire(variables, token)     # waits for another thread's run of them
+            store = {v: v.value for v in variables}
+            state[0] = "running"
+            try:
+                exe.run(store)
+            except (FeederError, ReceiverError, IndexOutOfRange) as e:
+                _progress(exe).describe(e)
+                raise
+            finally:
+                with deferred_interrupts():      # all variables written back, or none
+                    for var in assigned:
+                        var.value = np.array(store[var], dtype=var.value.dtype, copy=True)
+                    state[0] = "written"
         finally:
-            with deferred_interrupts():      # all variables written back, or none
-                for var in assigned:
-                    var.value = np.array(store[var], dtype=var.value.dtype, copy=True)
-    finally:
-        with deferred_interrupts():
-            OWNERS.release(token)
+            with deferred_interrupts():
+                OWNERS.release(token)
+    except KeyboardInterrupt as e:
+        if isinstance(e, ExecutionInterrupted):
+            raise
+        raise _interrupted(exe, state[0]) from e
 
 
 def _progress(exe) -> Progress:
     return getattr(exe, "progress", None) or Progress()
 
 
-def _interrupted(exe, phase: str | None) -> ExecutionInterrupted:
-    """The :class:`ExecutionInterrupted` to raise: where the run stopped (``phase`` when
-    it was not running)."""
+def _interrupted(exe, state: str) -> ExecutionInterrupted:
+    """The :class:`ExecutionInterrupted` for an interrupt during ``execute()``: ``state``
+    ``"written"`` (the run's variables were written back: where it stopped), else the
+    variables are unchanged (``"before"`` the run or ``"running"`` without a write-back;
+    ``"after"``: the run had completed)."""
     progress = _progress(exe)
-    if phase is None and progress.stop is not None:
+    if state == "after":
+        err = ExecutionInterrupted("execute() interrupted after the program ran: variables "
+                                   "hold its final values")
+    elif state != "written":
+        err = ExecutionInterrupted("execute() interrupted before the program's values were "
+                                   "written: variables are unchanged")
+    elif progress.stop is not None:
         err = ExecutionInterrupted("execute() interrupted")
         progress.describe(err)
         return err
-    err = ExecutionInterrupted(f"execute() interrupted {phase or 'outside any loop'}")
-    progress.describe(err)
+    elif progress.left is not None:
+        site, n = progress.left
+        err = ExecutionInterrupted(f"execute() interrupted after the loop at {site} ran all "
+                                   f"its {n} iterations: variables hold their values after "
+                                   "it")
+        err.completed = n
+        return err
+    else:
+        err = ExecutionInterrupted("execute() interrupted outside any loop: variables hold "
+                                   "the values of the top-level statements that ran")
     return err
 
 

@@ -73,11 +73,13 @@ class Progress:
         self.completed = 0
         self.calls: dict[int, int] = {}
         self.stop: tuple | None = None       # (site, completed, calls, first, last)
+        self.left: tuple | None = None       # (site, iterations) of the last loop run
 
     def enter(self, site: str) -> None:
         self.site, self.completed, self.calls = site, 0, {}
 
     def leave(self) -> None:
+        self.left = (self.site, self.completed)
         self.site, self.calls = None, {}
 
     def fed(self, k: int) -> None:

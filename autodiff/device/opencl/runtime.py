@@ -331,6 +331,7 @@ class Executable:
                 the outermost loop (:attr:`progress`).
         """
         import pyopencl as cl
+        self.progress = Progress()          # first: a stop before the loop names nothing
         q = self.queue
         t0 = time.perf_counter()
         for var, off in self.params:
@@ -347,7 +348,6 @@ class Executable:
         self._unrecorded: list = []         # Feeder staging arrays outside loops
         self._events: list = []             # Feeder writes not known to be complete
         self._enqueued, self._partial = 0, False
-        self.progress = Progress()
         self._first = None
         self._t0 = t0
         if self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
