@@ -221,7 +221,10 @@ def _run(exe, graph: Graph) -> None:
                         var.value = np.array(store[var], dtype=var.value.dtype, copy=True)
                     state[0] = "written"
         finally:
-            with deferred_interrupts():
+            try:
+                with deferred_interrupts():
+                    OWNERS.release(token)
+            finally:            # again (idempotent): an interrupt before the line above
                 OWNERS.release(token)
     except KeyboardInterrupt as e:
         if isinstance(e, ExecutionInterrupted):

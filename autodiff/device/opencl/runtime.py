@@ -7,18 +7,29 @@ Execution model (on PoCL 3.1 a launch costs the host 1.3-1.7 us and any synchron
 * every kernel is built once, before the first iteration; each launch is a prebuilt
   ``(kernel, global size, local size)`` whose only argument, the arena, is bound up front;
 * a ``For`` runs on the host as a tight loop over those launches on one in-order queue,
-  with no synchronisation per kernel;
-* Feeders are called at the start of their iteration (so the Feeder of iteration k+1 runs
-  while the device still computes k); the value is copied into a pinned staging array
-  (:class:`Staging`, reused) and written to the arena with a non-blocking copy, enqueued
-  where the Feeder sits;
-* Receiver values are read with non-blocking copies into a staging ring; callbacks run in
-  order as their copies complete, at the latest before :meth:`Executable.run` returns;
+  with no synchronisation per kernel (up to :data:`RING` iterations in flight);
+* host callbacks follow the order contract of :mod:`autodiff.device.host`
+  (``prefetch``): under ``prefetch=n`` the Feeders of iteration ``k`` are called at its
+  start, just after the Receivers of iterations ``<= k - n - 1`` ran, so they overlap the
+  device computing the iterations before; under ``prefetch=0`` a Feeder runs at its place,
+  after every earlier Receiver returned (a synchronisation). A Feeder's value is copied
+  into a pinned staging array (:class:`Staging`, reused) and written to the arena with a
+  non-blocking copy, enqueued where the Feeder sits;
+* Receiver values are read with non-blocking copies into staging arrays; callbacks run in
+  order when the order rule calls for them (or as the copies complete, in a loop without
+  Feeders), at the latest before :meth:`Executable.run` returns;
+* index-checked kernels (Gather, ScatterAdd) record the first out-of-range index in the
+  arena's error record, read back with the Receivers and at each iteration's end;
 * kernels that draw random numbers (``Op.RAND``, :mod:`.philox`) read the loop's iteration
   words from the arena; a one-work-item kernel writes them when the iteration changed;
-* parameters live in the arena for the whole run and are written back at the end. A
-  failing callback restores the parameters of its iteration's start from a periodic
-  checkpoint plus a replay of the iterations since (see :class:`Executable`).
+* parameters live in the arena for the whole run and are written back at the end. A run
+  that stops (failing callback, index error, interrupt) restores the parameters of the
+  iteration it stops in from a periodic checkpoint plus a replay of the iterations since
+  (see :class:`Executable`).
+
+The host logic that is not OpenCL's (the order rule, the stop bookkeeping and the errors)
+lives in :mod:`autodiff.device.host`, for reuse by other devices that drive a queue the
+same way (steps :class:`Launch`, :class:`Loop`, :class:`Feed`, :class:`Receive`).
 """
 from __future__ import annotations
 
