@@ -261,7 +261,8 @@ def test_feeder_staging_is_reused(opencl_executables):
     np.testing.assert_allclose(np.stack(got), (xs * xs).sum(-1), rtol=1e-6)
     staging = opencl_executables[-1]._staging
     assert staging.in_use == 0
-    assert 1 <= len(staging._keep) <= 2 * runtime.CHECKPOINT + 1
+    assert 1 <= len(staging._keep) * runtime.STAGING_SLAB <= \
+        2 * runtime.CHECKPOINT + runtime.STAGING_SLAB
 
 
 def test_unknown_reduction_form_is_rejected_before_running():

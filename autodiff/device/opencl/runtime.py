@@ -129,6 +129,9 @@ def build(ctx, device, src: str, names: list[str]):
 #: Feeder staging arrays in use outside a recorded loop before a sync frees them
 STAGING_UNRECORDED = 4 * RING
 
+#: pinned staging arrays allocated (and mapped) at once
+STAGING_SLAB = 16
+
 
 class Staging:
     """Pinned host arrays that Feeder values are copied into and written to the arena from
@@ -159,7 +162,9 @@ class Staging:
             return np.empty(shape, dtype)      # nothing to transfer (and no pinned map)
         key = (tuple(shape), np.dtype(dtype).str)
         free = self._free[key]
-        a = free.pop() if free else self._pinned(shape, dtype)
+        if not free:
+            free.extend(self._pinned(shape, dtype, STAGING_SLAB))
+        a = free.pop()
         self._used[id(a)] = (key, a)
         return a
 
@@ -176,16 +181,18 @@ class Staging:
             self._free[key].append(a)
         self._used.clear()
 
-    def _pinned(self, shape, dtype) -> np.ndarray:
+    def _pinned(self, shape, dtype, count: int) -> list:
+        """``count`` pinned arrays of ``shape`` from one buffer mapped once (a map costs a
+        synchronisation)."""
         import pyopencl as cl
-        nbytes = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
         mf = cl.mem_flags
-        buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+        buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR,
+                        count * int(np.prod(shape)) * np.dtype(dtype).itemsize)
         a, ev = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
-                                      0, tuple(shape), dtype)
+                                      0, (count,) + tuple(shape), dtype)
         ev.wait()
         self._keep.append(buf)
-        return a
+        return list(a)
 
 
 # -- steps --------------------------------------------------------------------------------
@@ -455,7 +462,7 @@ class Executable:
                         self._poll()
                         self._throttle()
                     if top:
-                        self.progress.done(self._completed())
+                        self._retire(self._completed())
                         if (k - start) % every == 0:
                             self._checkpoint(k)
                     if ahead:
@@ -495,6 +502,17 @@ class Executable:
         if self._pending and self._pending[0].outer is not None:
             done = min(done, self._pending[0].outer)
         return done
+
+    def _retire(self, done: int) -> None:
+        """Iterations ``< done`` are complete: no stop can go back before the newest
+        checkpoint at or before ``done``, so the older one is dropped (its Feeder record
+        released)."""
+        self.progress.done(done)
+        if len(self._ckpts) == 2 and self._ckpts[1].base <= done:
+            old = self._ckpts.pop(0)
+            self._staging.release(old.record)
+            if old.buffer is not None:
+                self._buffers.append(old.buffer)
 
     def _checkpoint(self, k: int) -> None:
         """Copy the loop-written parameters (all iterations before ``k`` complete on the
