@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 
-class ShapeError(ValueError):
+class ShapeError(ValueError, RuntimeError):
     """Operand shapes do not fit an op. Raised at trace time.
+
+    A ``ValueError`` and, like PyTorch's error for incompatible shapes, a ``RuntimeError``.
 
     The message names the op, every operand shape and the ``file:line`` of the user's code
     that traced the op.
@@ -14,6 +16,18 @@ class ShapeError(ValueError):
         shown = ", ".join(str(list(s)) for s in self.shapes)
         super().__init__(f"{op}: incompatible shapes {shown}{': ' + why if why else ''} "
                          f"(traced at {site})")
+
+
+class DTypeError(TypeError, NotImplementedError):
+    """An op does not take operands of these dtypes (bitwise ops on floats, negation of
+    bool, a non-bool ``where`` condition...). Raised at trace time; the message names the
+    op, the dtypes and the user's ``file:line``. A ``TypeError``, and a
+    ``NotImplementedError`` (so a ``RuntimeError``) as PyTorch raises for these."""
+
+
+class DimError(ShapeError, IndexError):
+    """A dim argument out of range for a tensor's rank: an ``IndexError`` as in PyTorch,
+    and a :class:`ShapeError` naming the op, the shape and the user's ``file:line``."""
 
 
 class FeederError(RuntimeError):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import device as devices
+from .graph import dtypes
 from .graph.ir import Graph, Op, Variable
 from .graph.printer import format_graph
 from .device.host import Progress, deferred_interrupts, prefetch_option
@@ -76,7 +77,8 @@ OPTIONS: dict[str, frozenset] = {
     "execute": frozenset({"prefetch"}),
     "opt": frozenset({"fast_math", "passes", "prefer_exp2"}),
     "numpy": frozenset({"ir", "fuse", "offsets", "by_member", "plan", "alignment", "debug"}),
-    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions"}),
+    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
+                         "vector", "tile"}),
     "tvm": frozenset({"target", "tune", "export", "trials", "steps_per_call"}),
 }
 
@@ -183,7 +185,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         _run(exe, opt_graph)
         phase = "after"
         for t, node in zip(tensors, opt_graph.outputs):
-            t._var = Variable(np.array(exe.vals[node.id], copy=True), t.name)
+            t._var = Variable(np.array(exe.vals[node.id], dtype=dtypes.host(node.dtype),
+                                       copy=True), t.name)
             t._var.owner = weakref.ref(t)
             t._node, t._scope, t.requires_grad = None, None, False
     except KeyboardInterrupt as e:
@@ -208,7 +211,8 @@ def _run(exe, graph: Graph) -> None:
     try:
         try:
             OWNERS.acquire(variables, token)     # waits for another thread's run of them
-            store = {v: v.value for v in variables}
+            # devices hold every value in its storage dtype (int64 as int32)
+            store = {v: dtypes.to_storage(v.value, v.dtype) for v in variables}
             state[0] = "running"
             try:
                 exe.run(store)

@@ -20,7 +20,8 @@ def step_figures(stamps, loop_s, steps: int) -> dict:
         steps: number of steps.
 
     The first ``max(1, n // 10)`` of the ``n`` step intervals are warm-up and are dropped.
-    The remaining ``m`` are cut into windows of ``k = max(1, m // 20)`` consecutive steps and
+    The remaining ``m`` are cut into windows of ``k = max(m // 20, min(8, m // 2), 1)``
+    consecutive steps and
     median/p10/p90 are taken over the windows' mean step times: a device that delivers
     Receiver callbacks a few iterations late, in bursts, then still shows its true rate
     (single intervals would alternate between ~0 and a burst).
@@ -37,7 +38,7 @@ def step_figures(stamps, loop_s, steps: int) -> dict:
     warm = max(1, n // 10) if n > 1 else 0
     t = t[warm:]
     m = t.size - 1
-    k = max(1, m // 20)
+    k = max(1, m // 20, min(8, m // 2))   # a window spans a burst of late Receivers
     windows = np.diff(t[::k]) / k
     return {"step_ms": float(np.median(windows)), "p10_ms": float(np.percentile(windows, 10)),
             "p90_ms": float(np.percentile(windows, 90)), "mean_ms": float((t[-1] - t[0]) / m),
@@ -117,6 +118,7 @@ COLUMNS = [
     ("total (s)", "total_s", _s, "low"),
     ("peak RSS (MB)", "rss_mb", lambda v: "-" if v is None else f"{v:.0f}", "low"),
     ("GFLOP/s", "gflops", lambda v: "-" if v is None else f"{v:.2f}", "high"),
+    ("% of SGEMM peak", "peak_pct", lambda v: "-" if v is None else f"{v:.0f}%", None),
     ("kern/it", "kernels_per_iter", lambda v: "-" if v is None else f"{v:g}", None),
     ("launch/it", "launches_per_iter", lambda v: "-" if v is None else f"{v:g}", None),
     ("arena", "arena_bytes", _bytes, None),
@@ -124,6 +126,7 @@ COLUMNS = [
     ("saved", "saved_pct", lambda v: "-" if v is None else f"{v:.0f}%", None),
     ("rel diff end", "max_rel_diff", lambda v: "-" if v is None else f"{v:.1e}", None),
     ("rel diff short", "check_rel_diff", lambda v: "-" if v is None else f"{v:.1e}", None),
+    ("val loss", "val_loss", lambda v: "-" if v is None else f"{v:.4f}", None),
 ]
 
 
@@ -163,8 +166,8 @@ def _best_peers(rows: list[dict]) -> dict:
 
 
 #: Columns left out of a table when no row of it has a value (device-only figures).
-OPTIONAL = {"gflops", "kernels_per_iter", "launches_per_iter", "arena_bytes",
-            "lower_bound_bytes", "saved_pct", "max_rel_diff", "check_rel_diff"}
+OPTIONAL = {"gflops", "peak_pct", "kernels_per_iter", "launches_per_iter", "arena_bytes",
+            "lower_bound_bytes", "saved_pct", "max_rel_diff", "check_rel_diff", "val_loss"}
 
 
 def _columns(rows: list[dict]) -> list[tuple]:
@@ -261,17 +264,44 @@ def _heading(w: dict) -> str:
     return f"{w['key']} {w['name']}: {w['title']} ({steps}{flops})"
 
 
+def thread_counts(meta: dict) -> list[int]:
+    """The run's thread counts (older results hold one int)."""
+    t = meta.get("threads", 1)
+    return list(t) if isinstance(t, (list, tuple)) else [int(t)]
+
+
+def _threads_of(w: dict, meta: dict) -> int:
+    return w.get("threads", thread_counts(meta)[0])
+
+
+def _threads_title(n: int) -> str:
+    return "One thread per system" if n == 1 else f"All cores: {n} threads per system"
+
+
+def peak_line(meta: dict, n: int) -> str:
+    """The measured fp32 ceilings of ``n`` threads, as one sentence."""
+    p = (meta.get("peak") or {}).get(str(n)) or {}
+    f = lambda v: "-" if v is None else f"{v:.0f}"
+    return (f"Measured fp32 ceilings on {n} thread{'s' if n > 1 else ''} (pinned, same load, "
+            f"best of 3): FMA {f(p.get('fma_gflops'))} GFLOP/s (`bench/peak.c`, -O3 "
+            f"-march=native), SGEMM {f(p.get('sgemm_gflops'))} GFLOP/s (numpy/OpenBLAS "
+            f"1024^3); *% of SGEMM peak* is GFLOP/s over the latter.")
+
+
 def text_report(results: dict) -> str:
     """Every workload's table with its summary line, for the terminal."""
     meta = results["meta"]
     m = meta["machine"]
-    out = [f"{m['cpu']}, {m['cores']} cores, load {m['loadavg']}; threads {meta['threads']} "
-           f"per system (pinned); {'QUICK' if meta['quick'] else 'full'} run, "
-           f"{meta.get('wall_s', 0):.0f} s",
+    out = [f"{m['cpu']}, {m['cores']} cores, load {m['loadavg']}; threads "
+           f"{','.join(map(str, thread_counts(meta)))} per system (pinned); "
+           f"{'QUICK' if meta['quick'] else 'full'} run, {meta.get('wall_s', 0):.0f} s",
            "ratios: value / best peer (PyTorch, JAX) in the column; times and RSS lower is "
            "better, GFLOP/s higher"]
-    for w in results["workloads"]:
-        out += ["", _heading(w), text_table(w["rows"]), summary(w["rows"])]
+    for n in thread_counts(meta):
+        out += ["", f"== {_threads_title(n)} ==", peak_line(meta, n)]
+        for w in results["workloads"]:
+            if _threads_of(w, meta) == n:
+                out += ["", _heading(w), text_table(w["rows"]), summary(w["rows"])]
     return "\n".join(out)
 
 
@@ -302,13 +332,19 @@ METHOD = """- Every (workload, system) pair runs in its own subprocess (clean pe
   Inductor; AOTAutograd compiles its backward); backward through autograd and
   `torch.optim.SGD(foreach=True)` in both torch systems. JAX: `value_and_grad` and the SGD
   update inside the jitted step. autodiff: `autodiff.optim.SGD`, one `ir_for` loop.
-- W5 runs `examples/transformer.py` unchanged (with `--no-progress --plot '' --sample-len
-  0`); its training loop is timestamped by wrapping `autodiff.ir_for` while the example's
-  `train()` runs. No PyTorch/JAX version of it exists.
+- W5 runs `examples/transformer.py` unchanged on autodiff (with `--no-progress --plot ''
+  --sample-len 0`); its training loop is timestamped by wrapping `autodiff.ir_for` and
+  `autodiff.Receiver` while the example's `train()` runs (times count from `train()`).
+  Its PyTorch (`torch.nn.TransformerEncoderLayer`, `torch.optim.AdamW`) and JAX (the same
+  math in `jax.numpy`, AdamW written out as PyTorch computes it) versions start from the
+  example model's own initial weights and train on the same windows
+  (`bench/workloads/charlm*.py`); *val loss* is the example's validation loss after
+  training, computed by each system on the same validation windows.
 - The machine's cores are shared with other jobs: absolute times move with the load
   average; compare ratios within one run.
 - *GFLOP/s*: matmul FLOPs counted by hand (2mkn forward, 2mkn per operand gradient needed)
-  over the median step time. *kern/it*, *launch/it*, *arena*, *lower bd*, *saved*: from
+  over the median step time; *% of SGEMM peak* compares it with the SGEMM ceiling measured
+  at the start of the run on the same number of pinned threads (`bench/peak.py`). *kern/it*, *launch/it*, *arena*, *lower bd*, *saved*: from
   autodiff's `Report.stats` (kernels per iteration, device launches per iteration (OpenCL
   runs consecutive small kernels as one launch chain), memory plan arena vs the peak-live
   lower bound,
@@ -321,17 +357,20 @@ METHOD = """- Every (workload, system) pair runs in its own subprocess (clean pe
 
 
 def markdown_report(results: dict) -> str:
-    """BENCHMARKS.md: the tables, the machine, the date and the exact command."""
+    """BENCHMARKS.md: the tables (one section per thread count), the machine, its measured
+    ceilings, the date and the exact command."""
     meta = results["meta"]
     m = meta["machine"]
+    counts = thread_counts(meta)
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
-    env = " ".join(f"{k}={v}" for k, v in meta["env"].items())
+    envs = meta["env"] if all(str(n) in meta["env"] for n in counts) else \
+        {str(counts[0]): meta["env"]}
     out = ["# Benchmarks", "",
            f"{'Quick' if meta['quick'] else 'Full'} run of `{meta['command']}` on "
            f"{m['date']} ({meta.get('wall_s', 0) / 60:.1f} minutes, compile caches "
-           f"{meta.get('caches', 'cold')}). Regenerate with `python -m bench --md "
-           "BENCHMARKS.md` (full run) or `python -m bench --quick --md BENCHMARKS.md` "
-           "(fewer steps, W5 and torch.compile on W2-W4 skipped, pairs cut at 30 s); "
+           f"{meta.get('caches', 'cold')}). Regenerate with `python -m bench --threads 1,all "
+           "--md BENCHMARKS.md` (full run) or `python -m bench --quick --threads 1,all --md "
+           "BENCHMARKS.md` (fewer steps, torch.compile on W2-W5 skipped, pairs cut at 30 s); "
            "`python -m bench --help` lists the options.", "",
            "Ratios are value / best peer (PyTorch, JAX) in the same column: for times and "
            "RSS below 1.00x beats the best peer, for GFLOP/s above 1.00x does.", "",
@@ -340,9 +379,16 @@ def markdown_report(results: dict) -> str:
            f"{m['memory_gib']} GiB",
            f"- OpenCL: {'; '.join(m['opencl'])}",
            f"- OS: {m['os']}, Python {m['python']}; {versions}",
-           f"- Load average at start: {m['loadavg']} (the cores are shared with other jobs)",
-           f"- Threads: {meta['threads']} per system; environment `{env}`", ""]
-    for w in results["workloads"]:
-        out += [f"## {_heading(w)}", "", summary(w["rows"]), "", markdown_table(w["rows"]), ""]
+           f"- Load average at start: {m['loadavg']} (the cores are shared with other jobs)"]
+    for n in counts:
+        env = " ".join(f"{k}={v}" for k, v in envs.get(str(n), {}).items())
+        out.append(f"- {n} thread{'s' if n > 1 else ''} per system: environment `{env}`")
+    out.append("")
+    for n in counts:
+        out += [f"## {_threads_title(n)}", "", peak_line(meta, n), ""]
+        for w in results["workloads"]:
+            if _threads_of(w, meta) == n:
+                out += [f"### {_heading(w)}", "", summary(w["rows"]), "",
+                        markdown_table(w["rows"]), ""]
     out += ["## Method", "", METHOD, "", "## Targets", "", TARGETS, ""]
     return "\n".join(out)

@@ -1,12 +1,14 @@
 """Run the benchmark: every workload on every system, each in its own subprocess.
 
-    python -m bench [--quick] [--workloads W1,W2] [--systems numpy,jax] [--threads 1]
+    python -m bench [--quick] [--workloads W1,W2] [--systems numpy,jax] [--threads 1,all]
                     [--json PATH] [--md BENCHMARKS.md]
 
 A child process (``--child``, internal) runs one (workload, system) pair, pinned to the
 idlest ``--threads`` CPUs with thread-pool variables set, and writes its figures and final
 parameters to a folder; the parent checks numerical agreement, prints the tables with
 ratios against the best peer, and writes the raw JSON (and, with ``--md``, BENCHMARKS.md).
+With several thread counts (``--threads 1,all``) every pair runs once per count, and the
+machine's fp32 ceilings (:mod:`bench.peak`) are measured for each count first.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ if __package__ in (None, ""):          # run as ``python bench/run.py``
 
 import numpy as np  # noqa: E402
 
-from bench import report  # noqa: E402
+from bench import peak, report  # noqa: E402
 from bench.systems import idlest_cpus, machine, missing, systems, thread_env  # noqa: E402
 from bench.workloads import NAMES, WORKLOADS, charlm  # noqa: E402
 
@@ -35,9 +37,9 @@ SEED = 0
 
 #: (workload, system) pairs left out under --quick, with the reason shown in the table.
 QUICK_SKIP = {(w, "torch.compile"): "skipped (--quick): torch.compile takes 15-40 s"
-              for w in ("tiny_transformer", "transformer", "digits")}
+              for w in ("tiny_transformer", "transformer", "digits", "charlm", "cnn")}
 
-#: Under --quick: W5 is left out, and a pair running longer than this is cut (seconds).
+#: Under --quick, a pair running longer than this is cut (seconds).
 QUICK_BUDGET_S = 30
 
 
@@ -72,7 +74,9 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
             autodiff.execute = functools.partial(autodiff.execute, **dict(system.options))
         w = WORKLOADS.get(workload)
         if w is None:
-            outcome, flops, metrics = charlm.run(system.mode, steps), None, {}
+            outcome = charlm.run(system.mode, steps) if system.framework == "autodiff" \
+                else charlm.run_peer(system.framework, system.mode, steps)
+            flops, metrics = charlm.flops(), {}
         else:
             params, data = w.init(SEED), w.data(steps)
             outcome = _runner(system.framework).run(w, params, data, steps, system.mode)
@@ -82,7 +86,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         figs = report.step_figures(outcome.stamps, outcome.loop_s, result["steps"])
         result.update(figs, status="ok", first_step_s=outcome.first_step_s,
                       total_s=outcome.total_s, metrics=metrics, notes=outcome.notes,
-                      stats=outcome.stats)
+                      stats=outcome.stats, val_loss=outcome.stats.get("val_loss"))
         result["gflops"] = (flops / figs["step_ms"] / 1e6
                             if flops and figs["step_ms"] else None)
         result.update(report.device_figures(outcome.stats.get("device_stats", {})))
@@ -187,20 +191,38 @@ def check_agreement(rows: list[dict], params: dict) -> None:
     ref.setdefault("notes", []).append("reference for rel diff")
 
 
-def plan(args) -> list[tuple[str, object, int | None]]:
-    """``(workload name, System, steps)`` for every selected pair, in table order; steps
-    None means the workload's own default (W5)."""
+def thread_counts(spec: str) -> list[int]:
+    """``"1,all"`` -> ``[1, number of CPUs this process may use]`` (duplicates dropped).
+
+    Raises:
+        ValueError: a count that is neither a positive int nor ``all``.
+    """
+    out: list[int] = []
+    for part in str(spec).split(","):
+        part = part.strip().lower()
+        n = len(os.sched_getaffinity(0)) if part == "all" else int(part)
+        if n < 1:
+            raise ValueError(f"--threads: {part!r} is not a positive thread count")
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def plan(args) -> list[tuple[str, object, int | None, int]]:
+    """``(workload name, System, steps, threads)`` for every selected pair and thread
+    count, in table order; steps None means the workload's own default (W5)."""
     names = _select(args.workloads, NAMES, lambda n: [n, _key(n)])
     out = []
-    for name in names:
-        steps = args.steps
-        if steps is None and name in WORKLOADS:
-            w = WORKLOADS[name]
-            steps = w.quick_steps if args.quick else w.steps
-        elif steps is None and args.quick:
-            steps = charlm.QUICK_STEPS
-        for s in _select(args.systems, systems(), lambda s: [s.name]):
-            out.append((name, s, steps))
+    for threads in thread_counts(args.threads):
+        for name in names:
+            steps = args.steps
+            if steps is None and name in WORKLOADS:
+                w = WORKLOADS[name]
+                steps = w.quick_steps if args.quick else w.steps
+            elif steps is None and args.quick:
+                steps = charlm.QUICK_STEPS
+            for s in _select(args.systems, systems(), lambda s: [s.name]):
+                out.append((name, s, steps, threads))
     return out
 
 
@@ -218,46 +240,53 @@ def _select(spec, items, labels):
 def run_all(args, argv: list[str]) -> dict:
     """Run the planned pairs (``argv``: the command line, recorded); returns the JSON-able
     results."""
+    counts = thread_counts(args.threads)
     meta = {"command": " ".join(["python -m bench"] + [shlex.quote(a) for a in argv]),
-            "quick": args.quick, "threads": args.threads, "caches": args.caches,
-            "env": thread_env(args.threads), "machine": machine(), "seed": SEED}
+            "quick": args.quick, "threads": counts, "caches": args.caches,
+            "env": {str(n): thread_env(n) for n in counts}, "machine": machine(),
+            "seed": SEED, "peak": {}}
+    for n in counts:
+        meta["peak"][str(n)] = peak.measure(n, idlest_cpus(n), thread_env(n))
+        print(f"fp32 ceilings on {n} thread(s): {meta['peak'][str(n)]}", file=sys.stderr)
     pairs = plan(args)
-    by_workload: dict[str, list] = {}
-    params: dict[str, dict] = {}
+    by_workload: dict[tuple, list] = {}
+    params: dict = {}
     t_start = time.perf_counter()
-    for i, (name, system, steps) in enumerate(pairs, 1):
+    for i, (name, system, steps, threads) in enumerate(pairs, 1):
         skip = missing(system)
         if name == charlm.NAME:
-            skip = skip or charlm.unavailable() or (
-                "no PyTorch/JAX version of W5" if system.peer else None)
+            skip = skip or charlm.unavailable()
         if args.quick and (name, system.name) in QUICK_SKIP:
             skip = QUICK_SKIP[(name, system.name)]
         if args.quick and system.full_only:
             skip = "skipped (--quick): full run only (tuning takes minutes)"
-        if args.quick and name == charlm.NAME and not skip:
-            skip = "skipped (--quick): full run only"
         t = time.perf_counter()
         if skip:
             row, p = {"workload": name, "system": system.name, "peer": system.peer,
                       "status": skip}, {}
         else:
-            row, p = run_pair(name, system, steps, args.threads,
+            row, p = run_pair(name, system, steps, threads,
                               max(args.timeout, system.timeout_s or 0), args.caches == "warm")
-        params[(name, system.name)] = p
-        by_workload.setdefault(name, []).append(row)
+        row["threads"] = threads
+        ceiling = meta["peak"][str(threads)].get("sgemm_gflops")
+        if row.get("gflops") and ceiling:
+            row["peak_pct"] = 100.0 * row["gflops"] / ceiling
+        params[(name, threads, system.name)] = p
+        by_workload.setdefault((name, threads), []).append(row)
         msg = row["status"] if row["status"] != "ok" else \
             f"{report._ms(row.get('step_ms'))} ms/step, total {row['total_s']:.2f} s"
-        print(f"[{i}/{len(pairs)}] {_key(name)} {system.name}: {msg} "
-              f"({time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
+        print(f"[{i}/{len(pairs)}] {_key(name)} {system.name} ({threads} thread"
+              f"{'s' if threads > 1 else ''}): {msg} ({time.perf_counter() - t:.1f} s)",
+              file=sys.stderr, flush=True)
     workloads = []
-    for name, rows in by_workload.items():
+    for (name, threads), rows in by_workload.items():
         w = WORKLOADS.get(name)
-        if w is not None:
-            check_agreement(rows, {r["system"]: params[(name, r["system"])] for r in rows})
-        workloads.append({"key": _key(name), "name": name,
+        check_agreement(rows, {r["system"]: params[(name, threads, r["system"])]
+                               for r in rows})
+        workloads.append({"key": _key(name), "name": name, "threads": threads,
                           "title": w.title if w else charlm.TITLE,
                           "steps": next((r["steps"] for r in rows if r.get("steps")), None),
-                          "flops_per_step": w.flops if w else None, "rows": rows})
+                          "flops_per_step": w.flops if w else charlm.flops(), "rows": rows})
     meta["wall_s"] = time.perf_counter() - t_start
     return {"meta": meta, "workloads": workloads}
 
@@ -265,12 +294,14 @@ def run_all(args, argv: list[str]) -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
-                   help=f"fewer steps, W5 and torch.compile on W2-W4 skipped, warm caches, "
-                        f"pairs cut at {QUICK_BUDGET_S} s (about 3 minutes)")
+                   help=f"fewer steps, torch.compile on W2-W5 skipped, warm caches, "
+                        f"pairs cut at {QUICK_BUDGET_S} s")
     p.add_argument("--workloads", help="comma-separated names or keys (W1, mlp255, ...)")
     p.add_argument("--systems", help="comma-separated name parts (numpy, torch, jax-fori)")
     p.add_argument("--steps", type=int, help="steps for every workload (overrides defaults)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads per system (pinned)")
+    p.add_argument("--threads", default="1",
+                   help="CPU threads per system (pinned): a count, 'all', or several "
+                        "separated by commas (1,all: one table per count)")
     p.add_argument("--timeout", type=float,
                    help=f"seconds per pair (default 600, {QUICK_BUDGET_S} with --quick)")
     p.add_argument("--caches", choices=["cold", "warm"],

@@ -1,27 +1,45 @@
-"""W5 char-LM: the default configuration of ``examples/transformer.py`` on autodiff devices.
+"""W5 char-LM: the default configuration of ``examples/transformer.py``, on autodiff devices
+and, with identical math, data and initial weights, on PyTorch and JAX.
 
-The example's ``main(argv)`` runs unchanged in the benchmark's child process (with
-``--no-progress --plot '' --sample-len 0``: no progress bar, no plot, no greedy sample;
-nothing about the model or its training changes). Timing
-hooks are put around it without touching its code: while its ``train()`` runs,
-``autodiff.ir_for`` is wrapped so that every iteration of the innermost loop ends with a
-timestamping Receiver, and ``autodiff.execute`` is wrapped to keep the Report. Validation
-programs run too and count in the total wall time only. There is no PyTorch or
-JAX version of this workload.
+* autodiff: the example's ``main(argv)`` runs unchanged in the benchmark's child process
+  (with ``--no-progress --plot '' --sample-len 0``: no progress bar, no plot, no greedy
+  sample; nothing about the model or its training changes). Timing hooks are put around it
+  without touching its code: while its ``train()`` runs, ``autodiff.ir_for`` and
+  ``autodiff.Receiver`` are wrapped so that the last Receiver of the innermost loop's body
+  (the loss) also timestamps each iteration, and ``autodiff.execute`` is wrapped to keep
+  the Report. Times count from the start of ``train()`` (tracing, compiling, running), as
+  the peers' count from building their model; the validation after training counts in
+  the total, as it does for the peers.
+* PyTorch (:mod:`.charlm_torch`) and JAX (:mod:`.charlm_jax`): the same model (token +
+  position embeddings, pre-norm encoder layers with a causal mask and exact GELU, final
+  LayerNorm, Linear head, mean cross-entropy), AdamW (lr 3e-3, weight decay 0.01, betas
+  0.9/0.999, eps 1e-8) on the same training windows, starting from the example model's own
+  initial weights (:func:`setup`), and the example's validation loss on the same windows.
+
+Every system reports its final parameters (under the example model's ``state_dict`` names)
+and the validation loss after training (``val loss``).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from .layers import matmul_flops
 from .spec import Outcome
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transformer.py"
 KEY, NAME = "W5", "charlm"
-TITLE = "examples/transformer.py, default configuration"
-QUICK_STEPS = 10
+TITLE = ("examples/transformer.py, default configuration: pre-LN 2x(d128,h4,ff512), "
+         "[16,64] characters, causal, cross-entropy, AdamW")
+QUICK_STEPS = 60
+STEPS, LAYERS, D, HEADS, SEQ, BATCH, SEED, LR, WD = 300, 2, 128, 4, 64, 16, 0, 3e-3, 0.01
+EVAL_BATCHES = 16
 
 
 def unavailable() -> str | None:
@@ -29,28 +47,102 @@ def unavailable() -> str | None:
     return None if EXAMPLE.exists() else "examples/transformer.py does not exist"
 
 
-def run(device: str, steps: int | None) -> Outcome:
-    """Run the example's ``main`` on ``device`` (``--steps steps`` when not None).
-
-    Raises:
-        FileNotFoundError: the example does not exist.
-        RuntimeError: its ``train()`` traced no loop (nothing to time).
-    """
+@functools.lru_cache(maxsize=1)
+def example():
+    """The example module, imported from its file."""
     import importlib.util
-
-    import autodiff
-    import autodiff.graph as graph
-
     if not EXAMPLE.exists():
         raise FileNotFoundError(EXAMPLE)
     spec = importlib.util.spec_from_file_location("charlm_example", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+@dataclass
+class Setup:
+    """What the peers need to repeat the example exactly.
+
+    Attributes:
+        params: the example model's initial ``state_dict`` (name -> float32 array).
+        train: int32 windows ``[steps, B, T + 1]``: step ``i`` trains on ``[:, :-1]`` ->
+            ``[:, 1:]`` (the example's WindowSampler batches).
+        val: int32 windows ``[n, B, T + 1]`` of the example's validation.
+        vocab: vocabulary size.
+    """
+    params: dict
+    train: np.ndarray
+    val: np.ndarray
+    vocab: int
+
+
+def setup(steps: int) -> Setup:
+    """Initial weights and data exactly as ``examples/transformer.py`` makes them at its
+    defaults (seed 0): the model built after ``autodiff.manual_seed(0)``, the training
+    windows of its WindowSampler, the validation windows of its ``evaluate``."""
+    import autodiff as ad
+    mod = example()
+    ad.manual_seed(SEED)
+    text = mod.load_text()
+    vocab = mod.Vocab(text)
+    ids = vocab.encode(text)
+    split = int(0.9 * len(ids))
+    train_ids, val_ids = ids[:split], ids[split:]
+    model = mod.CharTransformer(len(vocab), D, HEADS, LAYERS, SEQ, 0.0)
+    params = {k: np.asarray(v, np.float32) for k, v in model.state_dict().items()}
+    sampler = mod.WindowSampler(train_ids, BATCH, SEQ, SEED)
+    train = np.stack([sampler._window(k) for k in range(steps)]).astype(np.int32)
+    starts = np.arange(0, len(val_ids) - SEQ - 1, SEQ)[:BATCH * EVAL_BATCHES]
+    n = len(starts) // BATCH
+    val = val_ids[starts[:n * BATCH, None] + np.arange(SEQ + 1)].reshape(n, BATCH, SEQ + 1)
+    return Setup(params, train, val.astype(np.int32), len(vocab))
+
+
+def flops(vocab: int = 103) -> int:
+    """Matmul FLOPs of one training step: per layer the three input projections, the two
+    attention products per head (the causal mask hides half the scores but they are
+    computed), the output projection and the two feed-forward layers, then the head; the
+    embeddings are parameters, so every layer's input gradient is needed."""
+    tokens, dh, total = BATCH * SEQ, D // HEADS, 0
+    for _ in range(LAYERS):
+        total += 4 * matmul_flops(tokens, D, D)
+        total += matmul_flops(SEQ, dh, SEQ, batch=BATCH * HEADS)
+        total += matmul_flops(SEQ, SEQ, dh, batch=BATCH * HEADS)
+        total += matmul_flops(tokens, D, 4 * D) + matmul_flops(tokens, 4 * D, D)
+    return total + matmul_flops(tokens, D, vocab)
+
+
+def run(device: str, steps: int | None) -> Outcome:
+    """Run the example's ``main`` on autodiff's ``device`` (``--steps steps`` when not None).
+
+    Raises:
+        FileNotFoundError: the example does not exist.
+        RuntimeError: its ``train()`` traced no loop (nothing to time).
+    """
+    import autodiff
+    import autodiff.graph as graph
+
+    mod = example()
     stamps: list[float] = []
     reports: list = []
+    models: list = []
+    made: list = []                   # Receivers created by the body being traced
     training = [False]
     opened = [0]                      # loops traced inside the body being traced
+    t0 = [0.0]
     orig_for, orig_exec, orig_train = autodiff.ir_for, autodiff.execute, mod.train
+    orig_recv = autodiff.Receiver
+
+    def receiver(fn, tensors, name=None):
+        mark = {"stamp": False}
+
+        def timed(*arrays):
+            out = fn(*arrays)
+            if mark["stamp"]:
+                stamps.append(time.perf_counter() - t0[0])
+            return out
+        made.append(mark)
+        return orig_recv(timed, tensors, name)
 
     def ir_for(rng, body):
         if not training[0]:
@@ -58,10 +150,13 @@ def run(device: str, steps: int | None) -> Outcome:
 
         def timed_body():
             outer, opened[0] = opened[0], 0
+            del made[:]
             body()
-            if opened[0] == 0:        # innermost loop: stamp each of its iterations
-                autodiff.Receiver(lambda: stamps.append(time.perf_counter() - t0), [],
-                                  name="clock")
+            if opened[0] == 0:        # innermost loop: its last Receiver stamps each
+                if not made:          # iteration when its callback has run
+                    raise RuntimeError("examples/transformer.py: the training loop has "
+                                       "no Receiver to time it by")
+                made[-1]["stamp"] = True
             opened[0] = outer + 1
         return orig_for(rng, timed_body)
 
@@ -73,6 +168,8 @@ def run(device: str, steps: int | None) -> Outcome:
 
     def train(*a, **k):
         training[0] = True
+        models.append(a[0])
+        t0[0] = time.perf_counter()   # the training program: trace, compile, run
         try:
             return orig_train(*a, **k)
         finally:
@@ -82,21 +179,34 @@ def run(device: str, steps: int | None) -> Outcome:
     argv += ["--steps", str(steps)] if steps else []
     out = io.StringIO()
     autodiff.ir_for = graph.ir_for = ir_for
-    autodiff.execute, mod.train = execute, train
+    autodiff.execute, autodiff.Receiver, mod.train = execute, receiver, train
     try:
-        t0 = time.perf_counter()
         with contextlib.redirect_stdout(out):
-            mod.main(argv)
-        total = time.perf_counter() - t0
+            figures = mod.main(argv)
+        total = time.perf_counter() - t0[0]
     finally:
         autodiff.ir_for, graph.ir_for, autodiff.execute = orig_for, orig_for, orig_exec
+        autodiff.Receiver, mod.train = orig_recv, orig_train
     if not stamps:
         raise RuntimeError("examples/transformer.py: train() traced no ir_for loop")
     from .run_autodiff import jsonable
-    stats = {"argv": argv, "output_tail": out.getvalue().splitlines()[-8:]}
+    stats = {"argv": argv, "output_tail": out.getvalue().splitlines()[-8:],
+             "val_loss": figures["val_after"]}
     if reports:
         r = reports[-1]
         stats.update(times=dict(r.times), nodes=dict(r.nodes), device_stats=jsonable(r.stats))
-    return Outcome(stamps[0], total, stamps, None, {}, stats,
-                   notes=["first step and total include the example's data preparation "
-                          "and validation"])
+    params = {k: np.asarray(v, np.float32) for k, v in models[-1].state_dict().items()} \
+        if models else {}
+    return Outcome(stamps[0], total, stamps, None, params, stats)
+
+
+def run_peer(framework: str, mode: str, steps: int | None) -> Outcome:
+    """The PyTorch (``mode`` eager/compile) or JAX (jit/fori) version for ``steps`` steps
+    (the example's 300 when None)."""
+    steps = steps or STEPS
+    s = setup(steps)
+    if framework == "torch":
+        from .charlm_torch import run as peer
+    else:
+        from .charlm_jax import run as peer
+    return peer(s, steps, mode)

@@ -78,3 +78,70 @@ def test_op_table_renders_scalar_and_vector(op):
                                               if o.name in render.UNARY_NAMES} else 2)
     args = ["a", "b", "c"][:n]
     assert render.code(op, args, 1) and render.code(op, args, 16)
+
+
+def test_vector_elementwise_loads_and_masks_the_tail():
+    a, b, out = _buf("a", (6, 40)), _buf("b", (40,)), _buf("out", (6, 40))
+    Yt = Var("Y", 6)
+    v = Apply(Op.EXP, (Apply(Op.MUL, (Load(a, flat([Yt, X], (6, 40))), Load(b, X))),))
+    k = Elementwise((6, 40), (Yt, X), (Output(out, flat([Yt, X], (6, 40)), v),))
+    # b, broadcast over the rows, keeps rows of 40: 5 work-items of 8 lanes per row
+    src = codegen.elementwise("e", k, {"a": 100, "b": 400, "out": 500}, width=16).src
+    assert "exp(((vload8(0, buf + (((i * 40) + c) + 100)))*(vload8(0, buf + (c + 400)))))" in src
+    assert "vstore8(o0, 0, (buf + (((i * 40) + c) + 500)));" in src and "c_0" not in src
+    # rows of 20 with a transposed read: 16 lanes, the tail masked, b gathered lane by lane
+    Xs = Var("X", 20)
+    bt = _buf("bt", (20, 6))
+    k2 = Elementwise((6, 20), (Yt, Xs), (Output(out, flat([Yt, Xs], (6, 20)), Apply(
+        Op.ADD, (Load(a, flat([Yt, Xs], (6, 20))), Load(bt, flat([Xs, Yt], (20, 6)))))),))
+    src2 = codegen.elementwise("e2", k2, {"a": 100, "bt": 400, "out": 500}, width=16).src
+    assert "if (c+16 <= 20) vstore16(" in src2        # masked tail store
+    assert "c_15 = min(c+15, 19)" in src2              # bt read lane by lane
+
+
+def test_pick_width():
+    assert [codegen.pick_width(16, e) for e in (1, 3, 4, 5, 8, 13, 20, 40, 64, 103)] == \
+        [1, 1, 4, 8, 8, 16, 16, 8, 16, 16]
+    assert codegen.pick_width(1, 512) == 1 and codegen.pick_width(8, 512) == 8
+
+
+def test_column_sum_reads_rows_contiguously():
+    """sum(dim=0) of a row-major [64, 36]: vector accumulators over column blocks."""
+    x, out = _buf("x", (64, 36)), _buf("out", (36,))
+    RY, Xc = Var("RY", 64), Var("X", 36)
+    k = Reduce(Op.SUM, (64, 36), (RY, Xc), (0,), Load(x, flat([RY, Xc], (64, 36))),
+               (Output(out, Xc, Apply(Op.MUL, (Acc(), Const(0.5)))),))
+    src = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=16).src
+    assert "float16 acc" in src and "for (int j = 0; j < 64; j++)" in src
+    assert "vload16(0, buf + (((j * 36) + c) + 64))" in src
+    assert "if (c+16 <= 36) vstore16(" in src
+    scalar = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=1).src
+    assert "float16" not in scalar
+
+
+def test_invariant_subexpressions_are_hoisted_and_dead_stores_dropped():
+    """Adam's bias correction ``1 - 0.9 ** step`` is computed once per work-item, and the
+    intermediate value of an in-place update is not stored."""
+    w, step, out = _buf("w", (6, 40)), _buf("step", (1,)), _buf("w", (6, 40))
+    Yt = Var("Y", 6)
+    idx = flat([Yt, X], (6, 40))
+    corr = Apply(Op.SUB, (Const(1.0), Apply(Op.POW, (Const(0.9), Load(step, Num(0))))))
+    first = Apply(Op.MUL, (Load(w, idx), Const(0.5)))
+    k = Elementwise((6, 40), (Yt, X), (Output(w, idx, first),
+                                       Output(w, idx, Apply(Op.DIV, (first, corr)))))
+    src = codegen.elementwise("h", k, {"w": 100, "step": 20}, width=16).src
+    assert "const float u0_ = ((1.0f)-(_ad_pow(0.9f, buf[20])));" in src
+    assert src.count("_ad_pow") == 1 and src.count("vstore16") == 1
+
+
+def test_register_tile_follows_the_target():
+    a, b, out = _buf("a", (96, 24)), _buf("b", (24, 40)), _buf("out", (96, 40))
+    Ym = Var("Y", 96)
+    k = DotProduct((96, 40), (Ym, X), K, Load(a, flat([Ym, K], (96, 24))),
+                   Load(b, flat([K, X], (24, 40))), (Output(out, flat([Ym, X], (96, 40)), Acc()),))
+    offs = {"a": 64, "b": 3000, "out": 5000, codegen.SCRATCH_A: 9000, codegen.SCRATCH_B: 12000}
+    avx2 = codegen.dot_product("m", k, offs, tile=(6, 8, 2))[-1]
+    assert "float8 acc5_1" in avx2.src and "acc6" not in avx2.src
+    assert avx2.global_size[:2] == (3, 16)
+    avx512 = codegen.dot_product("m", k, offs, tile=(8, 16, 1))[-1]
+    assert "float16 acc7" in avx512.src and avx512.global_size[:2] == (3, 12)

@@ -42,11 +42,13 @@ def _sweep(dev, **options):
                                         c.grad.numpy()], report
 
 
-@pytest.mark.parametrize("options", [{}, {"chain_work": 0, "reductions": "tree"}],
-                         ids=["cpu", "gpu-form"])
+@pytest.mark.parametrize("options", [
+    {}, {"tile": (8, 16, 1), "chain_work": 0}, {"tile": (6, 8, 2), "vector": 4},
+    {"vector": 1}, {"chain_work": 0, "reductions": "tree", "vector": 1}],
+    ids=["cpu", "avx512-tile", "avx2-tile-vector4", "scalar", "gpu-form"])
 def test_op_sweep_matches_numpy(options):
-    """The default CPU code, and the code a GPU gets (no chains, work-group tree
-    reductions) run on PoCL."""
+    """The default CPU code, other register tiles and vector widths, and the code a GPU
+    gets (no chains, one point per work-item, work-group tree reductions) run on PoCL."""
     ref, _ = _sweep("numpy")
     got, report = _sweep("opencl", **options)
     for i, (r, g) in enumerate(zip(ref, got)):

@@ -37,11 +37,16 @@ class Arena:
 
 MM_SHAPES = [(1, 1, 1), (2, 255, 255), (37, 19, 5), (8, 16, 16), (17, 33, 40), (9, 4, 3)]
 LAYOUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
+AVX2 = (6, 8, 2)           # the register tile of 8-float vector registers (target.TILES)
 MM_CASES = [(M, N, Kd, ta, tb, ()) for M, N, Kd in MM_SHAPES for ta, tb in LAYOUTS] + \
-           [(5, 21, 18, 0, tb, (2, 3)) for tb in (0, 1)]
+           [(5, 21, 18, 0, tb, (2, 3)) for tb in (0, 1)] + \
+           [(M, N, Kd, ta, 0, (), AVX2) for M, N, Kd in MM_SHAPES + [(13, 50, 9)]
+            for ta in (0, 1)] + [(5, 21, 18, 0, 0, (2, 3), AVX2)]
 
 
-def _mm_source(ar, name, M, N, Kd, ta, tb, batch):
+def _mm_source(ar, name, M, N, Kd, ta, tb, batch, tile=None):
+    """A matmul with a bias + ReLU epilogue; with ``tile``, rendered with that register
+    tile and its rows stored in the loop form (as a long fused epilogue is)."""
     A = RNG.standard_normal(batch + (M, Kd)).astype(np.float32)
     B = RNG.standard_normal(batch + (Kd, N)).astype(np.float32)
     bias = RNG.standard_normal(N).astype(np.float32)
@@ -54,7 +59,16 @@ def _mm_source(ar, name, M, N, Kd, ta, tb, batch):
     sb = bstr(b_st.shape) + ((1, Kd) if tb else (N, 1))
     sc = bstr(batch + (M, N)) + (N, 1)
     epi = lambda v, w, r, c: f"fmax({v} + vload{w}(0, buf + {obias} + {c}), 0.0f)"
-    src = K.matmul(name, M, N, Kd, K.Ref(oa, sa), K.Ref(ob, sb), K.Ref(oc, sc), batch, epi)
+    if tile is None:
+        src = K.matmul(name, M, N, Kd, K.Ref(oa, sa), K.Ref(ob, sb), K.Ref(oc, sc), batch, epi)
+    else:
+        loop, K.EPILOGUE_LOOP_CHARS = K.EPILOGUE_LOOP_CHARS, 0
+        try:
+            src = K.matmul(name, M, N, Kd, K.Ref(oa, sa), K.Ref(ob, sb), K.Ref(oc, sc), batch,
+                           epi, tile=tile)
+        finally:
+            K.EPILOGUE_LOOP_CHARS = loop
+        assert ("i_ <" in src.src) == (min(M, tile[0]) > 1)
     ref = np.maximum(np.matmul(A.astype(np.float64), B) + bias, 0)
     return src, oc, ref
 
@@ -78,6 +92,7 @@ def matmuls():
 
 
 @pytest.mark.parametrize("case", MM_CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}-t{c[3]}{c[4]}-b{len(c[5])}"
+                                                + ("-avx2" if len(c) > 6 else "")
                                                 for c in MM_CASES])
 def test_matmul_layouts_edges_batches(matmuls, case):
     C, ref = matmuls[0][case]

@@ -34,7 +34,6 @@ class Model:
         ad.manual_seed(0)
         self.lin = Linear(3, 2)
         self.opt = Adam(self.lin.parameters(), lr=0.05)
-        self.vars = list(self.lin.parameters()) + self.opt.state_tensors()
         self.xs = np.random.default_rng(0).standard_normal((steps, 2, 3)).astype(np.float32)
         self.feeds, self.seen = 0, []
         self.interrupt_in, self.at = interrupt_in, at
@@ -55,6 +54,8 @@ class Model:
             loss = (self.lin(ad.Feeder(feed, [2, 3], name="x")).tanh() ** 2).sum()
             loss.backward()
             self.opt.step()
+            # every variable (the optimizer's state exists once step() is traced)
+            self.vars = list(self.lin.parameters()) + self.opt.state_tensors()
             ad.Receiver(recv, self.vars, name="state")
         ad.ir_for(steps, body)
 
@@ -109,10 +110,10 @@ def _random_trials(device, trials, seed):
     traj = _trajectory(device)
     ad.reset()
     m = Model()
-    init = {v._var: v._var.value.copy() for v in m.vars}
     graph = TRACER.finish()
     report = runtime.Report(device)
     opt_graph = runtime.optimize(graph, report)
+    init = {v: v.value.copy() for v in runtime._variables(opt_graph)}
     exe = get(device).compile(opt_graph, report=report, prefetch=prefetch_option(None))
     spans = []
     for _ in range(2):                          # clean runs: how long a warm one takes

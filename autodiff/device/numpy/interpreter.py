@@ -1,7 +1,8 @@
-"""Reference device: interprets the graph IR directly with numpy, in float32.
+"""Reference device: interprets the graph IR directly with numpy.
 
 Every later backend and pass is checked against it. What each op computes is defined once,
-in :mod:`autodiff.graph.reference`. The graph is compiled once into a list
+in :mod:`autodiff.graph.reference`; values are held in the device storage dtypes of
+:mod:`autodiff.graph.dtypes` (int64 as int32, float16/bfloat16 as themselves). The graph is compiled once into a list
 of steps (one closure per node, ``For`` nodes nesting their bodies); running it walks the
 steps. Values are never modified in place, so views (``EXPAND``) are shared safely.
 """
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph.ir import Graph, Node, Op
-from ...graph.reference import KERNELS
+from ...graph import dtypes
+from ...graph.ir import CONTROL, Graph, Node, Op
+from ...graph.reference import KERNELS, kernel
 from ...graph.rng import philox_uniform
 from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_indices,
                     check_memory, deferred_interrupts, prefetch_option, safe_indices)
+from . import control
 
 
 class Interpreter:
@@ -40,6 +43,8 @@ class Interpreter:
         self.iters: list[int] = []
         self.progress = Progress()
         self._feeds: dict | None = None      # Feeder values of this iteration (called ahead)
+        self.index: dict[int, int] = {}      # loop key -> iteration (control.py)
+        self.results: dict[int, list] = {}   # IF/SCAN node id -> its results
 
     def _compile(self, graph):
         return [self._step(n) for n in graph.nodes]
@@ -47,13 +52,16 @@ class Interpreter:
     def _step(self, n: Node):
         if n.op is Op.FOR:
             body = n.arg.body.nodes
-            feeders = None if any(m.op is Op.FOR for m in body) else \
+            feeders = None if any(m.op in CONTROL for m in body) else \
                 [(m.id, m.arg) for m in body if m.op is Op.FEEDER]
             return ("for", n, self._compile(n.arg.body), feeders)
+        step = control.compile_step(self, n)
+        if step is not None:
+            return step
         if n.op in (Op.GATHER, Op.SCATTER_ADD):
-            return ("index", n, KERNELS[n.op](n), tuple(s.id for s in n.srcs))
+            return ("index", n, kernel(n), tuple(s.id for s in n.srcs))
         if n.op in KERNELS:
-            return ("op", n, KERNELS[n.op](n), tuple(s.id for s in n.srcs))
+            return ("op", n, kernel(n), tuple(s.id for s in n.srcs), dtypes.storage(n.dtype))
         return (n.op.name.lower(), n)
 
     def run(self, store: dict) -> None:
@@ -69,11 +77,11 @@ class Interpreter:
             kind, n = step[0], step[1]
             if kind == "op":
                 r = step[2](*[vals[i] for i in step[3]])
-                if r.dtype != n.dtype:
-                    r = r.astype(n.dtype)
+                if r.dtype != step[4]:
+                    r = r.astype(step[4])
                 vals[n.id] = r
             elif kind == "const":
-                vals[n.id] = np.full(n.shape, n.arg, dtype=n.dtype)
+                vals[n.id] = np.full(n.shape, n.arg, dtype=dtypes.storage(n.dtype))
             elif kind == "load":
                 vals[n.id] = store[n.arg]
             elif kind == "assign":
@@ -91,6 +99,8 @@ class Interpreter:
                 vals[n.id] = step[2](args[0], safe_indices(args[1], n))
             elif kind == "for":
                 self._loop(n, step[2], step[3], store)
+            elif kind in control.KINDS:
+                control.run(self, step, store)
             else:
                 raise NotImplementedError(f"numpy device: no kernel for {n.op.name}")
 
@@ -116,6 +126,7 @@ class Interpreter:
                     snap = (k, dict(store))         # one binding: never torn
                     self.progress.done(k)
                 self.iters[-1] = k
+                self.index[n.arg.index] = k
                 self._feeds = ahead.take(k) if ahead is not None else None
                 self._run(body, store)
             if top:
@@ -133,7 +144,7 @@ class Interpreter:
                 self.progress.leave()
 
     def _feed(self, n: Node) -> np.ndarray:
-        if self._feeds is not None:
+        if self._feeds is not None and n.id in self._feeds:
             return self._feeds[n.id]
         if self.iters:
             self.progress.fed(self.iters[0])

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import time
 
+from ...graph.dtypes import storage
 from ...graph.ir import Op
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
                               Kernel, ReceiverRead, ScatterAdd)
-from ..host import ignored
 from .. import empty
-from . import chain, codegen, kernels, philox, render
+from ..host import ignored
+from . import chain, codegen, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -122,7 +123,7 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str, ctx,
+def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
            top: bool = True):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
@@ -133,16 +134,15 @@ def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str, ctx,
     for s in stmts:
         if isinstance(s, For):
             site = next(sites)
-            body = _steps(s.body, off, bodies, launches, chain_work, reductions, ctx,
-                          top=False)
+            body = _steps(s.body, off, bodies, launches, chain_work, target, ctx, top=False)
             feeds = [x for x in body if type(x) is Feed]
             inner = not any(isinstance(x, For) for x in s.body)
             steps.append(Loop(s.range, body, feeds, recovers=top, site=site, inner=inner))
         elif isinstance(s, FeederWrite):
             b = s.buffer
-            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead):
-            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
             s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
@@ -155,8 +155,7 @@ def _steps(stmts, off, bodies, launches, chain_work: int, reductions: str, ctx,
                 node = nodes[s.out.node]
                 checked.append(node)
                 check = (len(checked), ignored(node))
-            for src in codegen.kernel(name, s, off, d=BODY, reductions=reductions,
-                                      check=check):
+            for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check):
                 bodies.append(src)
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
@@ -210,7 +209,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
-            ``"tree"`` (a work-group per row, default on a GPU); ``prefetch`` is
+            ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
+            work-item of elementwise and reduction kernels) and ``tile`` (matmul register
+            tile) override :func:`.target.for_device`'s choice; ``prefetch`` is
             ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
@@ -237,11 +238,13 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     t = time.perf_counter()
     bodies, by_launch = [], {}
     chain_work = options.get("chain_work", chain.default_work(dev))
-    reductions = options.get("reductions", "row" if chain.is_cpu(dev) else "tree")
+    tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
+                                              vector=options.get("vector"),
+                                              tile=options.get("tile"))
     nodes = {n.id: n for n in graph.walk()}
-    sites = iter([n.site for n in graph.walk() if n.op is Op.FOR])
+    sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
     checked: list = []
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, reductions,
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt,
                    (nodes, sites, checked))
     sources = _wrappers(by_launch)
     launches = list(by_launch)
@@ -264,7 +267,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
-    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
     stats["arena_bytes"] = arena_bytes
     stats["compile_s"] = time.perf_counter() - t_all

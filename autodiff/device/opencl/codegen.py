@@ -20,14 +20,16 @@ import math
 
 from ...procedural import access as ax
 from ...procedural.access import Expr, Num, Var
-from ...procedural.ir import (Acc, Apply, Const, Copy, DotProduct, Elementwise, FusedKernel,
-                              Gather, Load, Local, Rand, Reduce, ScatterAdd, Select, Value,
-                              value_dtype, walk_values)
+from ...procedural.ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct,
+                              Elementwise, FusedKernel, Gather, Load, Local, Output, Rand,
+                              Reduce, ScatterAdd, Select, Value, value_dtype, walk_values)
 from ...graph.ir import Op
+from . import dtypes as D
 from . import kernels as K
 from . import philox
 from . import render as R
 from .dialect import OPENCL, Dialect
+from .target import Target
 
 #: B contiguous along K is transposed into scratch when C has at least this many rows
 #: (the 8x16 broadcast tile then beats the 4x4 dot-product tile by 2-10x on PoCL); for
@@ -44,11 +46,13 @@ FLAG_WORDS = 8
 FLAG_INIT = (0, 0, 0, 0, 0, 2 ** 31 - 1, -(2 ** 31), 0)
 
 
-def _index_report(check, var: str) -> str:
+def _index_report(check, var: str, d: Dialect = OPENCL) -> str:
     """C statements recording an out-of-range index ``var`` of the kernel with id
-    ``check[0]`` into the arena's error record (OpenCL 1.1 32-bit global atomics: the
-    first kernel to fail in program order owns the record)."""
-    return (f"{{ volatile __global int* f = (volatile __global int*)(buf + {FLAG}); "
+    ``check[0]`` into the arena's error record (OpenCL 1.1 32-bit global atomics, which the
+    CUDA prelude maps to CUDA's: the first kernel to fail in program order owns the
+    record)."""
+    ptr = f"volatile {d.buffer} int*".replace("  ", " ")
+    return (f"{{ {ptr} f = ({ptr})(buf + {FLAG}); "
             f"const int p = atomic_cmpxchg(f, 0, {check[0]}); "
             f"if (p == 0 || p == {check[0]}) {{ atomic_inc(f + 4); atomic_min(f + 5, {var}); "
             f"atomic_max(f + 6, {var}); }} }}")
@@ -86,14 +90,57 @@ class Values:
         acc: C expression of :class:`Acc`.
     """
 
-    def __init__(self, offsets: dict, env: dict, acc: str = "acc"):
+    def __init__(self, offsets: dict, env: dict, acc: str = "acc",
+                 hoisted: dict | None = None):
         self.offsets, self.env, self.acc = offsets, env, acc
         self.locals: dict = {}     # id(buffer) -> C name of an output computed earlier
+        self.hoisted = {} if hoisted is None else hoisted   # id(Value) -> C name (hoist)
+
+    def hoist(self, values, allowed=frozenset()) -> list[str]:
+        """Declare once the largest subexpressions of ``values`` that do not change from
+        point to point (their loads use no index variable but those named in ``allowed``):
+        Adam's bias corrections ``1 - beta ** step``, a learning rate read from memory.
+        Later renderings of them name the declared scalar (broadcast in vectors).
+        Returns the C declarations, in dependency order."""
+        lines: list[str] = []
+
+        def uniform(v) -> bool:
+            if isinstance(v, Const):
+                return True
+            if isinstance(v, Load):
+                return all(x.name in allowed for x in ax.variables(self.sub(v.index)))
+            if isinstance(v, Apply):
+                return all(uniform(a) for a in v.args)
+            if isinstance(v, Select):
+                return all(x.name in allowed for x in ax.variables(self.sub(v.cond))) \
+                    and uniform(v.a) and uniform(v.b)
+            return False
+
+        def visit(v):
+            if id(v) in self.hoisted:
+                return
+            if isinstance(v, (Apply, Select)) and uniform(v):
+                name = f"u{len(self.hoisted)}_"
+                expr = self.scalar(v)
+                ctype = D.ctype(value_dtype(v))
+                self.hoisted[id(v)] = name
+                lines.append(f"const {ctype} {name} = {expr};")
+                return
+            if isinstance(v, Apply):
+                for a in v.args:
+                    visit(a)
+            elif isinstance(v, Select):
+                visit(v.a)
+                visit(v.b)
+        for v in values:
+            visit(v)
+        return lines
 
     def index(self, buf, e: Expr, extra: dict | None = None) -> Expr:
-        """Arena index of ``buf[e]``: kernel vars substituted by ``env``, then C-level vars
-        by ``extra`` (the lanes of a vector)."""
-        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name])
+        """Arena index of ``buf[e]``, in ``buf``'s storage units (floats for 4-byte dtypes,
+        see :mod:`.dtypes`): kernel vars substituted by ``env``, then C-level vars by
+        ``extra`` (the lanes of a vector)."""
+        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name] * D.per_float(buf.dtype))
 
     def sub(self, e: Expr, extra: dict | None = None) -> Expr:
         e = ax.substitute(e, self.env)
@@ -102,6 +149,8 @@ class Values:
     def scalar(self, v: Value, extra: dict | None = None, lane: int | None = None) -> str:
         """C expression of ``v`` for one work item (``extra``: more Var substitutions;
         ``lane``: the vector lane being built, for registers computed as vectors)."""
+        if id(v) in self.hoisted:
+            return self.hoisted[id(v)]
         if isinstance(v, Local):
             name = self.locals[id(v.buffer)]
             return name if lane is None else f"{name}.s{'0123456789abcdef'[lane]}"
@@ -109,8 +158,9 @@ class Values:
             return R.load(R.access(self.index(v.buffer, v.index, extra)), v.buffer.dtype)
         if isinstance(v, Const):
             return R.const(v.value, 1, v.dtype)
-        if isinstance(v, Acc):
-            return self.acc
+        if isinstance(v, Acc):     # a lane of the accumulator vector when building lanes
+            return D.round_to(self.acc if lane is None else
+                              f"{self.acc}.s{'0123456789abcdef'[lane]}", v.dtype)
         if isinstance(v, Rand):
             return philox.call(v.key, R.access(self.sub(v.index, extra)))
         if isinstance(v, Select):
@@ -122,23 +172,32 @@ class Values:
         raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
 
     def _apply(self, v: Apply, args: list[str], w: int) -> str:
+        operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
         if v.op is Op.CAST:
-            return R.cast(args[0], value_dtype(v.args[0]), v.dtype, w)
-        if v.op is Op.WHERE and value_dtype(v.args[0]) == "int32":
-            args = [R.cast(args[0], "int32", "float32", w)] + args[1:]
-        return R.code(v.op, args, w, v.dtype)
+            return R.cast(args[0], operand, v.dtype, w)
+        return R.code(v.op, args, w, v.dtype, operand)
 
     def vectorizable(self, v: Value, vec: Var) -> bool:
         """Whether every load of ``v`` moves by 0 or 1 along ``vec`` (and no Select
-        condition depends on it, and no random draw is in it)."""
+        condition depends on it, and no random draw is in it), and every value in it is a
+        ``float{w}`` vector or a bool mask of one (:func:`.dtypes.vector_ok`)."""
+        if id(v) in self.hoisted:
+            return value_dtype(v) == "float32"
         if isinstance(v, Load):
-            return affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
+            return v.buffer.dtype == "float32" and \
+                affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
         if isinstance(v, Select):
             cond = ax.simplify(ax.substitute(v.cond, self.env))
             return vec not in ax.variables(cond) and all(
                 self.vectorizable(x, vec) for x in (v.a, v.b))
         if isinstance(v, Apply):
-            return all(self.vectorizable(a, vec) for a in v.args)
+            operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
+            return D.vector_ok(v.op, operand, v.dtype) and all(
+                self.vectorizable(a, vec) for a in v.args)
+        if isinstance(v, (Const, Acc)):
+            return v.dtype == "float32"
+        if isinstance(v, Local):
+            return v.dtype in ("float32", "bool")
         return not isinstance(v, Rand)      # random draws are built lane by lane
 
     def vector(self, v: Value, vec: Var, w: int) -> str:
@@ -152,19 +211,18 @@ class Values:
             return self.scalar(v)
         if not self.vectorizable(v, vec):
             lanes = [self.scalar(v, {vec: _lane(vec, j)}, j) for j in range(w)]
-            vt = R.vt(w, "int" if value_dtype(v) == "int32" else "float")
-            return f"(({vt})({', '.join(lanes)}))"
+            return f"(({D.ctype(value_dtype(v), w)})({', '.join(lanes)}))"
         return self._vector(v, vec, w)
 
     def _vector(self, v: Value, vec: Var, w: int) -> str:
+        if id(v) in self.hoisted:
+            return f"(({D.ctype(value_dtype(v), w)})({self.hoisted[id(v)]}))"
         if isinstance(v, Load):
             idx = self.index(v.buffer, v.index)
             s = R.access(idx)
             if affine_stride(idx, vec) == 0:
-                x = R.load(s, v.buffer.dtype)
-                return f"(({R.vt(w, 'int' if v.buffer.dtype == 'int32' else 'float')})({x}))"
-            x = f"vload{w}(0, buf + {s})"
-            return f"as_int{w}({x})" if v.buffer.dtype == "int32" else x
+                return f"(({D.ctype(v.buffer.dtype, w)})({R.load(s, v.buffer.dtype)}))"
+            return f"vload{w}(0, buf + {s})"          # float32 only (vectorizable)
         if isinstance(v, Const):
             return R.const(v.value, w, v.dtype)
         if isinstance(v, Acc):
@@ -237,42 +295,122 @@ def _space_env(vars_, indices, flat_name: str):
 def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
             ncols: int | None = None) -> list[str]:
     """Compute every output value, then store them (reads before writes). Outputs whose
-    buffer has no arena offset (internal to a fused group) are registers only."""
+    buffer has no arena offset (internal to a fused group) are registers only, and so
+    are outputs a later one overwrites (the steps of an in-place update)."""
     lines, stores = [], []
+    final = {(id(o.buffer), o.index): n for n, o in enumerate(outs)}
     for n, o in enumerate(outs):
         dt = o.buffer.dtype
-        ctype = R.vt(w, "int" if dt == "int32" else "float")
         val = vals.vector(o.value, vec, w) if w > 1 else vals.scalar(o.value)
-        lines.append(f"const {ctype} o{n} = {val};")
+        lines.append(f"const {D.ctype(dt, w)} o{n} = {val};")
         vals.locals[id(o.buffer)] = f"o{n}"
-        if o.buffer.name not in vals.offsets:
-            continue
+        if o.buffer.name not in vals.offsets or final[(id(o.buffer), o.index)] != n:
+            continue                 # a register, or overwritten by a later output
         idx = vals.index(o.buffer, o.index)
         if w == 1:
-            stores.append(f"buf[{R.access(idx)}] = {R.store_value(f'o{n}', dt)};")
-        elif affine_stride(idx, vec) == 1:
-            v = f"as_float{w}(o{n})" if dt == "int32" else f"o{n}"
+            stores.append(D.store(R.access(idx), f"o{n}", dt))
+        elif affine_stride(idx, vec) == 1 and D.is_word(dt):
+            v = f"o{n}" if dt == "float32" else f"as_float{w}(o{n})"
             stores += K.store_lanes(v, w, f"(buf + {R.access(idx)})", vec.name, ncols)
         else:
             for j in range(w):
                 lane = R.access(vals.index(o.buffer, o.index, {vec: vec + j}))
-                lane_v = R.store_value(f"o{n}.s{'0123456789abcdef'[j]}", dt)
                 guard = f"if ({vec.name}+{j} < {ncols}) " if ncols else ""
-                stores.append(f"{guard}buf[{lane}] = {lane_v};")
+                stores.append(guard + D.store(lane, f"o{n}.s{'0123456789abcdef'[j]}", dt))
     return lines + stores
 
 
-def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect = OPENCL) -> K.Source:
-    """One work-item per point of the kernel's space, straight-line code."""
-    n = math.prod(k.shape)
-    _, env = _space_env(k.vars, _indices(k.values(), k.outs), "i")
+def vector_space(vars_, indices, width: int, names=("i", "c")):
+    """Split a kernel space into work-items of ``width`` consecutive points along its
+    innermost (merged) variable.
+
+    Returns:
+        ``(n, chunks, vec, env)``: ``n`` work-items; ``chunks`` per outer point; ``vec``
+        the C-level vector variable (``c``, a multiple of ``width`` below the inner
+        extent); ``env`` the kernel's vars as expressions of ``c`` and the flat outer
+        index (``i``). With ``width == 1`` (or an empty space) ``vec`` is None and the
+        space is one flat index ``i``, as :func:`_space_env`.
+    """
+    merged, sub = merge_dims(vars_, indices)
+    if width == 1 or not merged:
+        flat, env = _space_env(vars_, indices, names[0])
+        return flat.extent, 1, None, env
+    inner = merged[-1]
+    outer_shape = tuple(v.extent for v in merged[:-1])
+    chunks = K._cdiv(inner.extent, width)
+    q = Var(names[0], max(math.prod(outer_shape), 1))
+    vec = Var(names[1], inner.extent)
+    fenv = _flat_env(merged[:-1], outer_shape, q)
+    fenv[inner] = vec
+    env = {k: ax.simplify(ax.substitute(e, fenv)) for k, e in sub.items()}
+    return q.extent * chunks, chunks, vec, env
+
+
+def pick_width(width: int, extent: int) -> int:
+    """Lanes of a vector kernel along a variable of ``extent``: the largest power of two up
+    to ``width`` that divides ``extent`` when that is at least 8 (no masked tail), else the
+    largest that is at most ``extent`` rounded up to a multiple of 4; scalar for extents
+    below 4, where lanes would go to waste."""
+    if width <= 1 or extent < 4:
+        return 1
+    w = width
+    while w > 8 and extent % w:
+        w //= 2
+    if extent % w == 0:
+        return w
+    w = width
+    while w > 4 and w > extent + 3:
+        w //= 2
+    return w
+
+
+def _split_index(d: Dialect, n: int, chunks: int, vec: Var | None, w: int,
+                 outer: str = "i") -> list[str]:
+    """C lines computing the work-item's outer index ``outer`` (and ``vec``, see
+    :func:`vector_space`) with an early exit past ``n`` work-items."""
+    if vec is None:
+        return [f"  const int {outer} = {d.index('global', 0)};", f"  if ({outer} >= {n}) return;"]
+    L = [f"  const int g_ = {d.index('global', 0)};", f"  if (g_ >= {n}) return;"]
+    if chunks == 1:
+        return L + [f"  const int {outer} = g_;", f"  const int {vec.name} = 0;"]
+    return L + [f"  const int {outer} = g_ / {chunks};",
+                f"  const int {vec.name} = (g_ % {chunks}) * {w};"]
+
+
+def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect = OPENCL,
+                width: int = 1) -> K.Source:
+    """Straight-line code, one work-item per ``w`` consecutive points along the innermost
+    (merged) variable (``w`` from :func:`pick_width`; 1 gives one work-item per point).
+
+    Loads moving by 1 along that variable are ``vload`` s, those not moving are broadcasts,
+    others are gathered lane by lane; stores past the extent are masked."""
+    idx = _indices(k.values(), k.outs)
+    merged, _ = merge_dims(k.vars, idx)
+    w = pick_width(width, merged[-1].extent if merged else 1)
+    if w > 1 and _unsafe_lanes(k.values()):
+        w = 1
+    n, chunks, vec, env = vector_space(k.vars, idx, w)
     vals = Values(offsets, env)
-    body = _stores(vals, k.outs)
+    head = vals.hoist(k.values())
+    if vec is not None and not all(vals.vectorizable(v, vec) for v in k.values()):
+        head += lane_decls(vec, w)
+    ncols = None if vec is None or vec.extent % w == 0 else vec.extent
+    body = _stores(vals, k.outs, w, vec, ncols)
     local = 64
-    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
-         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;"]
-    L += [f"  {s}" for s in body] + ["}"]
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
+    L += _split_index(d, n, chunks, vec, w)
+    L += [f"  {s}" for s in head + body] + ["}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), local) * local,), (local,))
+
+
+#: int32 ops that may trap on the garbage lanes past a vector's extent (x86 integer
+#: division): kernels with them run one point per work-item
+_TRAPPING_INT_OPS = frozenset({Op.DIV})
+
+
+def _unsafe_lanes(values) -> bool:
+    return any(isinstance(x, Apply) and x.dtype == "int32" and x.op in _TRAPPING_INT_OPS
+               for v in values for x in walk_values(v))
 
 
 def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
@@ -290,8 +428,11 @@ def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
     return K.Ref(base.value, tuple(strides))
 
 
-def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL) -> K.Source:
-    """A matmul tile kernel with the outputs' epilogue fused, or a scalar fallback."""
+def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
+                tile: tuple[int, int, int] = (K.TM, K.TN, 1), width: int = 1) -> list:
+    """A matmul tile kernel with the outputs' epilogue fused (register ``tile``, see
+    :func:`.kernels.matmul`), or a scalar fallback; operands that are not strided arrays
+    are first packed by kernels of ``width`` lanes per work-item."""
     *batch, M, N = k.shape
     batch = tuple(batch)
     bv, mv, nv = list(k.vars[:-2]), k.vars[-2], k.vars[-1]
@@ -311,23 +452,28 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL) ->
         # prologues): pack it densely into scratch first, then run the tile kernel
         if a is None:
             a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A], offsets, d,
-                           len(bv))
+                           len(bv), width)
             pre.append(src)
         if b is None:
             b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d,
-                           len(bv))
+                           len(bv), width)
             pre.append(src)
-    if a is None or b is None or Kd == 0:
+    if a is None or b is None or Kd == 0 or D.CTYPE[k.dtype] == "int":
         return [_dot_scalar(name, k, offsets, d)]
     bi = Var("bi", max(math.prod(batch), 1))
     benv = _flat_env(bv, batch, bi) if batch else {}
     row, col = Var("rr", M), Var("n0", N)
+    hv = Values(offsets, {**benv, mv: row, nv: col})
+    prelude = hv.hoist([o.value for o in k.outs], allowed={"bi"})
 
     def store(acc, w, rexpr, cexpr):
-        vs = Values(offsets, {**benv, mv: row, nv: col}, acc)
+        vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted)
         body = _stores(vs, k.outs, w, col, None if N % w == 0 else N)
-        return [f"{{ const int rr = {rexpr};"] + lane_decls(col, w) + body + ["}"]
-    return pre + [K.matmul(name, M, N, Kd, a, b, store, batch, d=d)]
+        lanes = [] if all(vs.vectorizable(o.value, col) for o in k.outs) else \
+            lane_decls(col, w)
+        return [f"{{ const int rr = {rexpr};"] + lanes + body + ["}"]
+    return pre + [K.matmul(name, M, N, Kd, a, b, store, batch, d=d, tile=tile,
+                           prelude=prelude)]
 
 
 #: offsets keys of the two scratch regions operands are packed into
@@ -341,24 +487,21 @@ def pack_sizes(k: DotProduct) -> tuple[int, int]:
     return B * M * k.k.extent, B * k.k.extent * N
 
 
-def _pack(name, value, vars_, dst, offsets, d, batch: int = 0):
+def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):
     """Elementwise kernel writing ``value`` over ``vars_`` densely (row-major) at ``dst``.
     When ``value`` does not depend on the first ``batch`` vars (a weight broadcast over
     the batch), it is packed once and the returned Ref has stride 0 along them."""
     used = set().union(*(ax.variables(e) for e in _indices([value])))
     shared = batch and not any(v in used for v in vars_[:batch])
     if shared:
-        ref, src = _pack(name, value, vars_[batch:], dst, offsets, d)
+        ref, src = _pack(name, value, vars_[batch:], dst, offsets, d, width=width)
         return K.Ref(ref.offset, (0,) * batch + ref.strides), src
     shape = tuple(v.extent for v in vars_)
-    n = math.prod(shape)
-    _, env = _space_env(vars_, _indices([value]), "i")
-    vals = Values(offsets, env)
-    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
-         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
-         f"  buf[{dst} + i] = {vals.scalar(value)};", "}"]
     strides = tuple(int(math.prod(shape[i + 1:])) for i in range(len(shape)))
-    return K.Ref(dst, strides), K.Source(name, "\n".join(L), (K._cdiv(n, 64) * 64,), (64,))
+    out = Buffer("__pack", shape, "float32", BufferKind.TEMP)
+    k = Elementwise(shape, tuple(vars_), (Output(out, ax.flat(list(vars_), shape), value),))
+    src = elementwise(name, k, {**offsets, out.name: dst}, d, width)
+    return K.Ref(dst, strides), src
 
 
 def _transposed_outputs(k: DotProduct, offsets: dict, mv: Var, nv: Var) -> bool:
@@ -374,21 +517,31 @@ def _dot_scalar(name, k: DotProduct, offsets, d):
     env = _flat_env(k.vars, k.shape, gid)
     kk = Var("kk", max(k.k.extent, 1))
     vals = Values(offsets, {**env, k.k: kk}, "acc")
+    a, b = vals.scalar(k.a), vals.scalar(k.b)
+    integer = D.CTYPE[k.dtype] == "int"           # integers wrap: computed on uint
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
-         "  float acc = 0.0f;",
+         "  int acc = 0;" if integer else "  float acc = 0.0f;",
          f"  for (int kk = 0; kk < {k.k.extent}; kk++)",
-         f"    acc = fma({vals.scalar(k.a)}, {vals.scalar(k.b)}, acc);"]
+         f"    acc = (int)((uint)acc + (uint)({a}) * (uint)({b}));" if integer
+         else f"    acc = fma({a}, {b}, acc);"]
     L += [f"  {s}" for s in _stores(Values(offsets, env, "acc"), k.outs)] + ["}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
 def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL,
-           tree: bool = False) -> K.Source:
-    """One work-item per kept point; the reduced points flattened to ``j`` and read 16 at a
-    time when the source is contiguous (or constant) along ``j``. With ``tree`` (GPU
-    devices), one work-group per kept point instead (:func:`.kernels.tree_reduce`, a
-    complete kernel in ``d.whole``)."""
+           tree: bool = False, width: int = 1) -> K.Source:
+    """A reduction with its epilogue, in one of three forms:
+
+    * row form: one work-item per kept point, the reduced points flattened to ``j`` and
+      read 16 at a time when the source is contiguous (or constant) along ``j``;
+    * column form (``width > 1``, the source not contiguous along ``j`` but along the
+      innermost kept variable, e.g. ``sum(dim=0)`` of a row-major matrix): one work-item per
+      ``w`` consecutive kept points, accumulating ``float{w}`` rows read contiguously, the
+      epilogue computed and stored as vectors;
+    * with ``tree`` (GPU devices), one work-group per kept point
+      (:func:`.kernels.tree_reduce`, a complete kernel in ``d.whole``).
+    """
     kept_shape = tuple(k.shape[i] for i in range(len(k.shape)) if i not in k.axes)
     red_shape = tuple(k.shape[i] for i in k.axes)
     rows, length = math.prod(kept_shape), math.prod(red_shape)
@@ -399,21 +552,83 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL,
     vals = Values(offsets, env)
     vector = length >= 16 and vals.vectorizable(k.src, j)
     op = {Op.SUM: "sum", Op.RMAX: "max"}[k.op]
+    if D.CTYPE[k.dtype] == "int":             # integer and bool sources: an int accumulator
+        src, local = D.int_reduce(name, rows, length, lambda jj: vals.scalar(k.src),
+                                  lambda s: _stores(Values(offsets, env, s), k.outs), op,
+                                  d.signature(name, [f"{d.pointer()} restrict buf"]),
+                                  d.index("global", 0))
+        return K.Source(name, src, (K._cdiv(max(rows, 1), local) * local,), (local,))
+    if not tree and not vector and width > 1:
+        col = _column_reduce(name, k, offsets, d, width, renv, j, op)
+        if col is not None:
+            return col
+
+    setup = vals.hoist([k.src] + [o.value for o in k.outs])
 
     def x(w, jexpr):
         return vals.vector(k.src, j, 16) if w == 16 else vals.scalar(k.src)
 
     def out(s):
-        return _stores(Values(offsets, env, s), k.outs)
+        return _stores(Values(offsets, env, s, vals.hoisted), k.outs)
     if tree:
-        return K.tree_reduce(name, rows, length, x, out, op, d=d.whole)
-    return K.row_reduce(name, rows, length, x, out, op, vector=vector, d=d)
+        return K.tree_reduce(name, rows, length, x, out, op, setup, d=d.whole)
+    return K.row_reduce(name, rows, length, x, out, op, setup=setup, vector=vector, d=d)
+
+
+def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source | None:
+    """The column form of :func:`reduce`, or None when the source does not run
+    contiguously along the innermost kept variable."""
+    idx = _indices([k.src], k.outs)
+    merged, _ = merge_dims(k.kept, idx)
+    if not merged:
+        return None
+    w = pick_width(width, merged[-1].extent)
+    if w == 1:
+        return None
+    n, chunks, vec, kenv = vector_space(k.kept, idx, w, ("r", "c"))
+    env = {**kenv, **renv}
+    vals = Values(offsets, env)
+    if not vals.vectorizable(k.src, vec) or not any(
+            affine_stride(vals.index(ld.buffer, ld.index), vec) == 1
+            for ld in _loads_of(k.src)):
+        return None
+    head = vals.hoist([k.src] + [o.value for o in k.outs])
+    if not all(vals.vectorizable(o.value, vec) for o in k.outs):
+        head += lane_decls(vec, w)
+    vt = R.vt(w)
+    ident = "0.0f" if op == "sum" else "(-INFINITY)"
+    comb = (lambda a, b: f"{a} + {b}") if op == "sum" else (lambda a, b: f"_ad_max({a}, {b})")
+    ncols = None if vec.extent % w == 0 else vec.extent
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
+    L += _split_index(d, n, chunks, vec, w, "r") + [f"  {x}" for x in head]
+    L += [f"  {vt} acc = ({vt})({ident});",
+          f"  for (int j = 0; j < {j.extent}; j++) {{",
+          f"    const {vt} v = {vals.vector(k.src, vec, w)};",
+          f"    acc = {comb('acc', 'v')};", "  }"]
+    L += [f"  {s}" for s in _stores(Values(offsets, env, "acc", vals.hoisted), k.outs, w,
+                                    vec, ncols)]
+    L.append("}")
+    local = 1                   # at least 4 work-groups (cores), at most 16 work-items each
+    while local < 16 and local * 8 <= n:
+        local *= 2
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), local) * local,), (local,))
+
+
+def _loads_of(v: Value) -> list[Load]:
+    return [x for x in walk_values(v) if isinstance(x, Load)]
 
 
 def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
     n = k.src.size
-    expr = f"buf[{offsets[k.src.name]} + i]"
-    return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+    if D.is_word(k.src.dtype):
+        expr = f"buf[{offsets[k.src.name]} + i]"
+        return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+    dt, scale = k.src.dtype, D.per_float(k.src.dtype)          # narrow dtypes: typed copy
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
+         "  " + D.store(f"{offsets[k.dst.name] * scale} + i",
+                        D.load(f"{offsets[k.src.name] * scale} + i", dt), dt), "}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
 def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL,
@@ -423,14 +638,16 @@ def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL,
     and row 0 is read instead."""
     rows, width = k.idx.size, k.table.size // max(k.table.shape[0], 1)
     n, nt = rows * width, k.table.shape[0]
+    dt, scale = k.table.dtype, D.per_float(k.table.dtype)
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
          f"  const int r = i / {max(width, 1)}, c = i % {max(width, 1)};",
          f"  int t = as_int(buf[{offsets[k.idx.name]} + r]);",
          f"  if (t < 0 || t >= {nt}) {{",
-         f"    if ({_bad('t', nt, check)} && c == 0) {_index_report(check, 't')}",
+         f"    if ({_bad('t', nt, check)} && c == 0) {_index_report(check, 't', d)}",
          "    t = 0;", "  }",
-         f"  buf[{offsets[k.out.name]} + i] = buf[{offsets[k.table.name]} + t*{width} + c];",
+         "  " + D.store(f"{offsets[k.out.name] * scale} + i",
+                        D.load(f"{offsets[k.table.name] * scale} + t*{width} + c", dt), dt),
          "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
@@ -441,15 +658,30 @@ def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL,
     A bad index is recorded under ``check[0]`` (column 0 reports it) and skipped."""
     nout, width, nidx = k.out.shape[0], k.out.size // max(k.out.shape[0], 1), k.idx.size
     o, u, ix = offsets[k.out.name], offsets[k.updates.name], offsets[k.idx.name]
+    dt, scale = k.out.dtype, D.per_float(k.out.dtype)
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
-         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;",
-         f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
-         f"  for (int i = 0; i < {nidx}; i++) {{",
-         f"    int t = as_int(buf[{ix} + i]);",
-         f"    if (t < 0 || t >= {nout}) {{",
-         f"      if ({_bad('t', nout, check)} && c == 0) {_index_report(check, 't')}",
-         "      continue;", "    }",
-         f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;"]
+    if dt == "float32":
+        L += [f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
+              f"  for (int i = 0; i < {nidx}; i++) {{",
+              f"    int t = as_int(buf[{ix} + i]);",
+              f"    if (t < 0 || t >= {nout}) {{",
+              f"      if ({_bad('t', nout, check)} && c == 0) {_index_report(check, 't', d)}",
+              "      continue;", "    }",
+              f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+    else:     # other dtypes: a register per output row (16-bit floats round once)
+        add = "(int)((uint)s + (uint)v)" if D.CTYPE[dt] == "int" else "s + v"
+        L += [f"  for (int t = 0; t < {nout}; t++) {{", f"    {D.ctype(dt)} s = 0;",
+              f"    for (int i = 0; i < {nidx}; i++) {{",
+              f"      const int ti = as_int(buf[{ix} + i]);",
+              f"      if (ti < 0 || ti >= {nout}) {{",
+              f"        if ({_bad('ti', nout, check)} && c == 0 && t == 0) "
+              f"{_index_report(check, 'ti', d)}",
+              "        continue;", "      }",
+              f"      if (ti == t) {{ const {D.ctype(dt)} v = "
+              f"{D.load(f'{u * scale} + i*{width} + c', dt)}; s = {add}; }}", "    }",
+              "    " + D.store(f"{o * scale} + t*{width} + c", D.round_to("s", dt), dt),
+              "  }", "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(width, 1), 8) * 8,), (8,))
 
 
@@ -458,26 +690,28 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
 
 
 def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
-           reductions: str = "row", check=(1, None)) -> list[K.Source]:
+           target: Target = Target(), check=(1, None)) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
-    group renders its single-kernel form; a DotProduct may first pack an operand).
-    ``reductions``: ``"row"`` (one work-item per row, CPU devices) or ``"tree"`` (one
-    work-group per row, GPU devices). ``check``: ``(id, ignored index or None)`` of a
-    Gather/ScatterAdd, for the arena's index-error record (:data:`FLAG`).
+    group renders its single-kernel form; a DotProduct may first pack an operand), rendered
+    for ``target`` (vector lanes, matmul tile, reduction form: :mod:`.target`).
+    ``check``: ``(id, ignored index or None)`` of a Gather/ScatterAdd, for the arena's
+    index-error record (:data:`FLAG`).
 
     Raises:
         NotImplementedError: a statement or value kind with no renderer.
-        ValueError: an unknown ``reductions``.
     """
     if isinstance(k, FusedKernel):
         k = k.kernel
     fn = RENDERERS.get(type(k))
     if fn is None:
         raise NotImplementedError(f"opencl: no kernel template for {type(k).__name__}")
-    if reductions not in ("row", "tree"):
-        raise ValueError(f"opencl: reductions must be 'row' or 'tree', not {reductions!r}")
     if fn is reduce:
-        out = reduce(name, k, offsets, d, tree=reductions == "tree")
+        out = reduce(name, k, offsets, d, tree=target.reductions == "tree",
+                     width=target.vector)
+    elif fn is elementwise:
+        out = elementwise(name, k, offsets, d, width=target.vector)
+    elif fn is dot_product:
+        out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector)
     elif fn in (gather, scatter_add):
         out = fn(name, k, offsets, d, check)
     else:

@@ -123,7 +123,8 @@ def ref_store(c: Ref, N: int, batch: tuple[int, ...] = (),
 
 def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
            batch: tuple[int, ...] = (), epilogue: Epilogue | None = None,
-           d: Dialect = OPENCL) -> Source:
+           d: Dialect = OPENCL, tile: tuple[int, int, int] = (TM, TN, 1),
+           prelude: list[str] = ()) -> Source:
     """C[..., M, N] = epilogue(A[..., M, K] @ B[..., K, N]).
 
     Args:
@@ -134,6 +135,10 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
             any number of outputs (fused epilogues).
         batch: batch dims (the same for all operands).
         epilogue: with a ``Ref`` output, see the module docstring; ``row``/``col`` index C.
+        tile: register tile of the broadcast form, ``(rows, width, vectors)`` with
+            ``width * vectors == 16`` (:mod:`.target`).
+        prelude: C statements run by each work-item before the tile loop (declarations
+            the store hook uses; the flat batch index ``bi`` is in scope).
 
     Returns:
         The kernel :class:`Source`; global size (column tiles, row tiles, batch).
@@ -155,11 +160,12 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
     if sbn in (0, 1) or sbk != 1 or a.const is not None or b.const is not None:
         body, gs = _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store,
                                  a.lit() if a.const is not None else None,
-                                 b.lit() if b.const is not None else None)
+                                 b.lit() if b.const is not None else None, tile)
     else:
         body, gs = _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store)
     ptrs = [f"  {d.pointer(const=True)} A = buf + {a.offset} + {boff['a']};",
             f"  {d.pointer(const=True)} B = buf + {b.offset} + {boff['b']};"]
+    ptrs += [f"  {x}" for x in prelude]
     src = "\n".join(head + ptrs + body + ["}"])
     return Source(name, src, (gs[0], gs[1], B), group_size(gs), 2 * M * N * K * B)
 
@@ -183,34 +189,64 @@ def group_size(gs: tuple[int, int]) -> tuple[int, int, int]:
     return (l0, _divisor(gs[1], max(1, most // l0)), 1)
 
 
-def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=None):
-    """8x16 tile: acc_i += A[m_i, k] (broadcast) * B[k, n:n+16] for eight rows m_i (as
-    many as there are when M < 8: no clamped rows computed in vain)."""
-    tm = min(TM, M)
+def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=None,
+                  tile=(TM, TN, 1)):
+    """``rows`` x 16 tile: acc_i += A[m_i, k] (broadcast) * B[k, n:n+16] for ``rows`` rows
+    m_i (as many as there are when M is smaller: no clamped rows computed in vain), each
+    row held in ``vectors`` registers of ``float{width}`` (``tile``)."""
+    rows, w, nv = tile
+    tm = min(rows, M)
+    vt = vtype(w)
     L = [f"  const int n0 = {d.index('global', 0)}*{TN};",
          f"  const int m0 = {d.index('global', 1)}*{tm};"]
+    acc = lambda i, v: f"acc{i}" if nv == 1 else f"acc{i}_{v}"
     for i in range(tm):
         L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
-        L.append(f"  float16 acc{i} = (float16)(0.0f);")
-    if bconst is not None:
-        bload = f"(float16)({bconst})"
-    elif sbn == 0:
-        bload = f"(float16)(B[k*{sbk}])"
-    elif sbn == 1:
-        bload = f"vload16(0, B + k*{sbk} + n0)"
-    else:   # B strided along N: gather (used only when neither layout is contiguous)
-        bload = "(float16)(" + ", ".join(
-            f"B[k*{sbk} + min(n0+{j}, {N - 1})*{sbn}]" for j in range(TN)) + ")"
-    L += [f"  for (int k = 0; k < {K}; k++) {{", f"    const float16 bk = {bload};"]
+        L += [f"  {vt} {acc(i, v)} = ({vt})(0.0f);" for v in range(nv)]
+
+    def bload(v):
+        if bconst is not None:
+            return f"({vt})({bconst})"
+        if sbn == 0:
+            return f"({vt})(B[k*{sbk}])"
+        if sbn == 1:
+            return f"vload{w}(0, B + k*{sbk} + n0{f' + {v * w}' if v else ''})"
+        # B strided along N: gather (used only when neither layout is contiguous)
+        return f"({vt})(" + ", ".join(
+            f"B[k*{sbk} + min(n0+{v * w + j}, {N - 1})*{sbn}]" for j in range(w)) + ")"
+    bk = lambda v: "bk" if nv == 1 else f"bk{v}"
+    L.append(f"  for (int k = 0; k < {K}; k++) {{")
+    L += [f"    const {vt} {bk(v)} = {bload(v)};" for v in range(nv)]
     aval = (lambda i: aconst) if aconst is not None else (lambda i: f"a{i}[k*{sak}]")
-    L += [f"    acc{i} = fma((float16)({aval(i)}), bk, acc{i});" for i in range(tm)]
+    for i in range(tm):
+        if nv == 1:
+            L.append(f"    {acc(i, 0)} = fma(({vt})({aval(i)}), bk, {acc(i, 0)});")
+        else:
+            L.append(f"    {{ const {vt} ai = ({vt})({aval(i)});")
+            L += [f"      {acc(i, v)} = fma(ai, {bk(v)}, {acc(i, v)});" for v in range(nv)]
+            L.append("    }")
     L.append("  }")
+    whole = [acc(i, 0) if nv == 1 else
+             f"(({vtype(TN)})({', '.join(acc(i, v) for v in range(nv))}))" for i in range(tm)]
+    st = store("c_[i_]", TN, "(m0+i_)", "n0")
+    if tm > 1 and sum(len(x) for x in st) > EPILOGUE_LOOP_CHARS:
+        # a long epilogue runs in a loop over the tile's rows: its code once, not per row
+        # (PoCL's compile time grows with the code; the loop costs nothing measurable)
+        guard = "" if M % tm == 0 else f"if (m0+i_ < {M}) "
+        L.append(f"  const {vtype(TN)} c_[{tm}] = {{{', '.join(whole)}}};")
+        L.append("  #pragma unroll 1")
+        L.append(f"  for (int i_ = 0; i_ < {tm}; i_++) {guard}{{ " + " ".join(st) + " }")
+        return L, (_cdiv(N, TN), _cdiv(M, tm))
     for i in range(tm):
         row = f"(m0+{i})"
-        st = store(f"acc{i}", TN, row, "n0")
+        st = store(whole[i], TN, row, "n0")
         guard = "" if M % tm == 0 else f"if ({row} < {M}) "
         L.append(f"  {guard}{{ " + " ".join(st) + " }")
     return L, (_cdiv(N, TN), _cdiv(M, tm))
+
+
+#: store code (characters) above which a tile's rows are stored in a loop
+EPILOGUE_LOOP_CHARS = 400
 
 
 def _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store):

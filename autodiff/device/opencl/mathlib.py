@@ -39,9 +39,9 @@ __attribute__((overloadable)) inline T _ad_log(T x) {
 }
 """
 
-#: vector widths each inline function is emitted for (scalar, matmul dot-form epilogue,
-#: float16 rows and loads).
-WIDTHS = (1, 4, 16)
+#: vector widths each inline function is emitted for (scalar, the vector kernels' lanes,
+#: the matmul dot-form epilogue, float16 rows and loads).
+WIDTHS = (1, 2, 4, 8, 16)
 
 
 def _instantiate(template: str, w: int) -> str:
@@ -116,10 +116,20 @@ __attribute__((overloadable)) inline T _ad_min(T a, T b) {
 }
 """
 
-MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS + (8, 2))
+MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS)
+
+# tanh saturating to exactly +-1 where the correctly rounded float32 result is +-1
+# (|x| > 9.015: 1 - tanh|x| < 2^-25, as torch gives); PoCL's builtin stops at 1 - 2^-24 there.
+_TANH = r"""
+__attribute__((overloadable)) inline T _ad_tanh(T x) {
+  return select(tanh(x), copysign((T)(1.0f), x), isgreater(fabs(x), (T)(9.015f)));
+}
+"""
+
+TANH = "".join(_instantiate(_TANH, w) for w in WIDTHS)
 
 #: name used in rendered expressions -> definition to include in the program.
-FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN}
+FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN, "_ad_tanh": TANH}
 
 
 def preamble() -> str:

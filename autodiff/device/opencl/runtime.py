@@ -44,6 +44,7 @@ import numpy as np
 from ...errors import FeederError, IndexOutOfRange, ReceiverError
 from ...graph.ir import Op
 from ...graph.rng import iteration_words
+from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
 from . import codegen
 
@@ -380,7 +381,7 @@ class Executable:
                 self._staging.release_all()
                 values = {}
                 for var, off in self.params:
-                    out = np.empty(var.shape, var.dtype)
+                    out = np.empty(var.shape, dtypes.storage(var.dtype))
                     if out.size:
                         cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
                     values[var] = out
@@ -699,7 +700,9 @@ class Executable:
             raise self._index_error(p.flag, p.iters)
         if p.recv is not None:
             try:
-                p.recv.spec.fn(*[a.copy() for a in p.arrays])
+                dts = p.recv.spec.dtypes or (None,) * len(p.arrays)
+                p.recv.spec.fn(*[a.copy() if dt is None else a.astype(dtypes.host(dt))
+                                 for a, dt in zip(p.arrays, dts)])
             except Exception as e:
                 raise ReceiverError(p.recv.spec.name, p.iters,
                                     f"callback raised {type(e).__name__}: {e}") from e

@@ -1,0 +1,67 @@
+"""Code-generation choices for one OpenCL device: vector lanes, matmul register tile,
+reduction form.
+
+Kernel templates (:mod:`.kernels`, :mod:`.codegen`) are written once; a :class:`Target`
+says how wide and how blocked to render them. :func:`for_device` derives it from what the
+device reports:
+
+* a CPU device vectorises explicit vectors only (PoCL does not vectorise a work-item's own
+  loop, and builtins such as ``exp`` stay scalar library calls across work-items: 0.13
+  Gelem/s as one work-item per element against 1.5 as ``float16``, PoCL 3.1, one core), so
+  elementwise and reduction kernels get ``vector`` = 16 lanes per work-item;
+* the matmul register tile fills the vector register file without spilling: with 16
+  registers of 8 floats (AVX2), 6 rows x two ``float8`` accumulators (12 registers, the
+  BLIS Haswell micro-kernel shape) ran 2.5-3x faster than 8 rows x one ``float16`` (16
+  registers of accumulators: spills); with 32 registers of 16 floats (AVX-512), 8 x
+  ``float16``;
+* a GPU gets one point per work-item (``vector`` = 1) and work-group tree reductions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+#: register tiles ``(rows, vector width, vectors per row)`` by the device's native float
+#: vector width (floats per register)
+TILES = {8: (6, 8, 2), 16: (8, 16, 1)}
+DEFAULT_TILE = (8, 16, 1)
+
+
+@dataclass(frozen=True)
+class Target:
+    """How kernels are rendered for a device.
+
+    Attributes:
+        vector: lanes per work-item of elementwise and reduction kernels (a power of two up
+            to 16; 1 renders one point per work-item).
+        tile: matmul register tile ``(rows, width, vectors)``: each work-item accumulates
+            ``rows`` rows of ``vectors`` ``float{width}`` registers (``width * vectors``
+            columns; 16 here).
+        reductions: ``"row"`` (a work-item per row or column block: CPU devices) or
+            ``"tree"`` (a work-group per row: GPU devices).
+    """
+    vector: int = 1
+    tile: tuple[int, int, int] = DEFAULT_TILE
+    reductions: str = "row"
+
+    def __post_init__(self):
+        if self.reductions not in ("row", "tree"):
+            raise ValueError(f"opencl: reductions must be 'row' or 'tree', not "
+                             f"{self.reductions!r}")
+        if self.vector not in (1, 2, 4, 8, 16):
+            raise ValueError(f"opencl: vector must be 1, 2, 4, 8 or 16, not {self.vector!r}")
+        rows, width, vectors = self.tile
+        if width * vectors != 16 or rows < 1:
+            raise ValueError(f"opencl: tile {self.tile} must cover 16 columns")
+
+    def with_options(self, **options) -> "Target":
+        """A copy with the given fields replaced (``None`` values ignored)."""
+        return replace(self, **{k: v for k, v in options.items() if v is not None})
+
+
+def for_device(device) -> Target:
+    """The :class:`Target` of a ``pyopencl.Device`` (see the module docstring)."""
+    import pyopencl as cl
+    if not device.type & cl.device_type.CPU:
+        return Target(vector=1, tile=DEFAULT_TILE, reductions="tree")
+    native = int(getattr(device, "native_vector_width_float", 8) or 8)
+    return Target(vector=16, tile=TILES.get(native, DEFAULT_TILE), reductions="row")
