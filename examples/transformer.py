@@ -285,7 +285,7 @@ def generate(model, vocab: Vocab, prompt: str, length: int, device: str = "numpy
     model.eval()
     with ad.no_grad():
         ad.ir_for(length, body)
-    ad.execute(device=device)
+    ad.execute(device=device, prefetch=0)   # each Feeder needs the previous Receiver's char
     model.train()
     return prompt + vocab.decode(ctx[start:])
 

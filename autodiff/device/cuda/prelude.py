@@ -58,6 +58,10 @@ __forceinline__ float _ad_sign1(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? 
 __forceinline__ float _ad_max1(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
 __forceinline__ float _ad_min1(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
 __forceinline__ int as_int(float x) { return __float_as_int(x); }
+__forceinline__ int atomic_cmpxchg(volatile int* p, int c, int v) { return atomicCAS((int*)p, c, v); }
+__forceinline__ int atomic_inc(volatile int* p) { return atomicAdd((int*)p, 1); }
+__forceinline__ int atomic_min(volatile int* p, int v) { return atomicMin((int*)p, v); }
+__forceinline__ int atomic_max(volatile int* p, int v) { return atomicMax((int*)p, v); }
 __forceinline__ uint as_uint(float x) { return __float_as_uint(x); }
 __forceinline__ float as_float(int x) { return __int_as_float(x); }
 __forceinline__ float as_float(uint x) { return __uint_as_float(x); }

@@ -16,8 +16,9 @@ numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
   (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
-  :func:`gather_check` counts the out-of-range indices, which the host reads after the
-  call to raise ``IndexError`` as the numpy device does;
+  :func:`gather_check` gives the count, smallest and largest of the out-of-range indices
+  of a ``GATHER`` or ``SCATTER_ADD``, which the host reads after the call to raise
+  :class:`~autodiff.errors.IndexOutOfRange` as the numpy device does;
 * ``SCATTER_ADD`` is a reduction over every index position (no atomics, any target).
 
 The matmul block is called ``"dot"``: :mod:`.schedule` finds matmul-like kernels by it.
@@ -153,11 +154,22 @@ def _cast(n: Node):
     return build
 
 
+def _zeros(n: Node):
+    """The node's shape filled with 0: a sum or matmul over an empty extent (``topi.sum``
+    left such an output uninitialised)."""
+    return te.compute(n.shape, lambda *i: tirx.const(0, n.dtype), name="empty_reduce")
+
+
 def _sum(n: Node):
     axes = [int(a) for a in n.arg]
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
-    return lambda x: topi.sum(x, axis=axes, keepdims=True)
+
+    def build(x):
+        if any(int(x.shape[a]) == 0 for a in axes):
+            return _zeros(n)
+        return topi.sum(x, axis=axes, keepdims=True)
+    return build
 
 
 def nan_max(a, b):
@@ -204,6 +216,8 @@ def _rmax(n: Node):
 
 def _dot(n: Node):
     def build(a, b):
+        if int(a.shape[-1]) == 0:
+            return _zeros(n)
         k = te.reduce_axis((0, a.shape[-1]), "k")
         return te.compute(n.shape, lambda *i: te.sum(
             a[(*i[:-1], k)] * b[(*i[:-2], k, i[-1])], axis=k), name=DOT_BLOCK)
@@ -247,20 +261,43 @@ def _gather(n: Node):
     return build
 
 
+_INT_MAX, _INT_MIN = 2 ** 31 - 1, -(2 ** 31)
+
+
 def gather_check(n: Node):
-    """TE for ``int32[1]``: how many indices of the ``GATHER`` node ``n`` lie outside
-    ``[0, N)`` (``N`` = table rows), from the index tensor alone."""
-    rows = int(n.srcs[0].shape[0])
+    """TE for ``int32[3]``: ``(count, low, high)`` of the indices of the ``GATHER`` or
+    ``SCATTER_ADD`` node ``n`` outside ``[0, N)`` (``N``: table rows, or the scatter's
+    rows), the value a ``GATHER`` ignores (``arg``) excepted; ``low``/``high`` are the
+    smallest and largest of them (int32 max/min when there are none)."""
+    rows = int(n.srcs[0].shape[0]) if n.op is Op.GATHER else int(n.arg)
+    ign = n.arg[1] if n.op is Op.GATHER and n.arg is not None else None
+    i32 = lambda v: tirx.const(v, "int32")      # noqa: E731
+
+    def bad(v):
+        out = tirx.Or(v < 0, v >= rows)
+        return out if ign is None else tirx.And(out, v != ign)
 
     def build(idx):
-        def bad(*i):
-            v = idx[i]
-            return tirx.Select(tirx.Or(v < 0, v >= rows), tirx.const(1, "int32"),
-                               tirx.const(0, "int32"))
         if not idx.shape:
-            return te.compute((1,), lambda _: bad(), name="gather_check")
-        axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
-        return te.compute((1,), lambda _: te.sum(bad(*axes), axis=axes), name="gather_check")
+            v = idx[()]
+            return te.compute((3,), lambda j: tirx.Select(
+                bad(v), tirx.Select(j == 0, i32(1), v),
+                tirx.Select(j == 0, i32(0), tirx.Select(j == 1, i32(_INT_MAX), i32(_INT_MIN)))),
+                name="gather_check")
+        if any(int(d) == 0 for d in idx.shape):
+            return te.compute((3,), lambda j: tirx.Select(
+                j == 0, i32(0), tirx.Select(j == 1, i32(_INT_MAX), i32(_INT_MIN))),
+                name="gather_check")
+
+        def reduction(combine, take, other):
+            axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
+            return te.compute((1,), lambda _: combine(
+                tirx.Select(bad(idx[tuple(axes)]), take(idx[tuple(axes)]), other),
+                axis=axes), name="gather_check")
+        count = reduction(te.sum, lambda v: i32(1), i32(0))
+        low = reduction(te.min, lambda v: v, i32(_INT_MAX))
+        high = reduction(te.max, lambda v: v, i32(_INT_MIN))
+        return topi.concatenate([count, low, high], 0)
     return build
 
 
