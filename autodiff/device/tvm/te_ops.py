@@ -297,6 +297,7 @@ def _expm1(x):
     r = tirx.Select(um1 == -_ONE, -_ONE, um1 * x / tirx.log(u))
     return tirx.Select(u == _ONE, x, tirx.Select(tirx.isinf(u), u, r))
 
+
 TE = {
     Op.CONST: _const,
     Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
@@ -320,6 +321,13 @@ TE = {
     Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
     Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(a == b), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
+    Op.FLOORDIV: _ew(_floordiv, "floordiv"), Op.MOD: _ew(_mod, "mod"),
+    Op.AND: _ew(lambda a, b: tirx.And(a, b) if _dt(a) == "bool" else tirx.bitwise_and(a, b),
+                "and"),
+    Op.OR: _ew(lambda a, b: tirx.Or(a, b) if _dt(a) == "bool" else tirx.bitwise_or(a, b),
+               "or"),
+    Op.XOR: _ew(lambda a, b: a != b if _dt(a) == "bool" else tirx.bitwise_xor(a, b), "xor"),
+    Op.NOT: _ew(_not, "not"), Op.SHL: _ew(_shl, "shl"), Op.SHR: _ew(_shr, "shr"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
