@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import DimError, DTypeError, FeederError, ReceiverError, ShapeError
 from .graph import Feeder, Receiver, Tensor, ir_for, no_grad, to_networkx
+from .graph.control import checkpoint, ir_if, ir_while, scan
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)
@@ -92,7 +93,8 @@ def iinfo(dt):
 globals().update({"bool": _dtypes.bool_, "float": float32, "int": int32, "long": int64,
                   "half": float16})
 
-__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "execute", "print_graph", "no_grad",
+__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "ir_if", "ir_while", "scan", "checkpoint",
+           "execute", "print_graph", "no_grad",
            "ShapeError", "DimError", "DTypeError", "FeederError", "ReceiverError", "Report",
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",

@@ -71,7 +71,8 @@ OPTIONS: dict[str, frozenset] = {
     "execute": frozenset(),
     "opt": frozenset({"fast_math", "passes", "prefer_exp2"}),
     "numpy": frozenset({"ir", "fuse", "offsets", "by_member", "plan", "alignment", "debug"}),
-    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions"}),
+    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
+                         "vector", "tile"}),
     "tvm": frozenset({"target", "tune", "export", "trials", "steps_per_call"}),
 }
 

@@ -116,6 +116,8 @@ class Variable:
     name: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
     owner: Any = None   # weakref to the Tensor that holds this variable
+    transient: bool = False   # made by lowering (scan carries, branch results): the
+                              # storage is a temporary of one program, never the host's
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -170,10 +172,19 @@ class ForArg:
 @dataclass(frozen=True)
 class IndexArg:
     """The arg of an ``INDEX`` node: ``start + step * k`` in iteration ``k`` (counted from 0)
-    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``)."""
+    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``), which runs at most
+    ``count`` iterations (None: unbounded)."""
     key: int
     start: int = 0
     step: int = 1
+    count: int | None = None
+
+    def bounds(self) -> tuple[int, int] | None:
+        """Smallest and largest value the index takes (None if unbounded or never run)."""
+        if not self.count:
+            return None
+        last = self.start + self.step * (self.count - 1)
+        return min(self.start, last), max(self.start, last)
 
 
 @dataclass(eq=False)

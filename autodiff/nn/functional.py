@@ -587,6 +587,7 @@ __all__ += ["leaky_relu", "elu", "celu", "selu", "silu", "softplus", "mish", "so
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
 from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
 from .padding import pad  # noqa: E402
+from .activation import prelu  # noqa: E402
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
                       max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
@@ -595,4 +596,4 @@ __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "
             "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
             "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
-            "instance_norm", "rms_norm"]
+            "instance_norm", "rms_norm", "prelu"]

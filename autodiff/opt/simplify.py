@@ -4,7 +4,8 @@ Every rule is one ``(pattern, replacement)`` entry of a :class:`~.rewrite.Patter
 applied bottom-up over the graph and repeated to a fixed point (at most ``max_sweeps``
 sweeps). Rules are grouped by what they may change:
 
-* ``CONST_FOLD``, ``UNARY``, ``ALGEBRA``, ``VIEWS`` run always. They are exact under IEEE
+* ``CONST_FOLD``, ``UNARY``, ``ALGEBRA``, ``RANGES``, ``VIEWS`` run always (``RANGES``:
+  comparisons decided by the value ranges of loop indices, integer casts that round-trip). They are exact under IEEE
   754 (NaN, infinities and the sign of zero included), except that a folded constant is the
   correctly rounded value where the device might accumulate (``sum``/``dot`` of constants
   becomes ``c * n``; the device's own sum may differ in the last bits).
@@ -160,6 +161,72 @@ ALGEBRA = PatternMatcher([
 ])
 
 
+# -- value ranges of loop indices (exact) ------------------------------------------------
+_EXACT = 2 ** 24           # integers of at most this magnitude are exact in float32
+
+
+@lru_cache(maxsize=1 << 16)
+def value_range(n: Node) -> tuple[float, float] | None:
+    """Smallest and largest value ``n`` can take, where it follows from loop indices and
+    constants (``INDEX``, ``CONST``, casts, ``+ - *``, ``where``, views), else None.
+    Values are integers of at most ``2**24`` in magnitude (exact in float32)."""
+    op = n.op
+    if op is Op.INDEX:
+        r = n.arg.bounds()
+    elif op is Op.CONST:
+        v = float(n.arg)
+        r = (v, v) if math.isfinite(v) and v == int(v) else None
+    elif op in _VIEWS or op is Op.CAST:
+        r = value_range(n.srcs[0])
+    elif op in (Op.ADD, Op.SUB, Op.MUL):
+        a, b = value_range(n.srcs[0]), value_range(n.srcs[1])
+        if a is None or b is None:
+            return None
+        if op is Op.ADD:
+            r = (a[0] + b[0], a[1] + b[1])
+        elif op is Op.SUB:
+            r = (a[0] - b[1], a[1] - b[0])
+        else:
+            p = [x * y for x in a for y in b]
+            r = (min(p), max(p))
+    elif op is Op.WHERE:
+        a, b = value_range(n.srcs[1]), value_range(n.srcs[2])
+        r = None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    else:
+        return None
+    return r if r is not None and max(abs(r[0]), abs(r[1])) <= _EXACT else None
+
+
+_DECIDE = {Op.CMPLT: lambda a, b: (a[1] < b[0], a[0] >= b[1]),
+           Op.CMPLE: lambda a, b: (a[1] <= b[0], a[0] > b[1]),
+           Op.CMPGT: lambda a, b: (a[0] > b[1], a[1] <= b[0]),
+           Op.CMPGE: lambda a, b: (a[0] >= b[1], a[1] < b[0]),
+           Op.CMPEQ: lambda a, b: (a[0] == a[1] == b[0] == b[1], a[1] < b[0] or b[1] < a[0]),
+           Op.CMPNE: lambda a, b: (a[1] < b[0] or b[1] < a[0], a[0] == a[1] == b[0] == b[1])}
+
+
+def _decided(ctx, n: Node, a: Node, b: Node):
+    """A comparison the operands' ranges decide: always true or always false."""
+    ra, rb = value_range(a), value_range(b)
+    if ra is None or rb is None:
+        return None
+    true, false = _DECIDE[n.op](ra, rb)
+    return _const(n, 1.0 if n.dtype == "float32" else True) if true else \
+        _const(n, 0.0 if n.dtype == "float32" else False) if false else None
+
+
+def _cast_back(ctx, n: Node, x: Node):
+    """An integer cast to float and back, exact over its range."""
+    exact = n.srcs[0].dtype in ("float32", "int32")
+    return x if exact and x.dtype == n.dtype and value_range(x) is not None else None
+
+
+RANGES = PatternMatcher([
+    (Pat(frozenset(_DECIDE), srcs=(var("a"), var("b")), name="n"), _decided),
+    (Pat(Op.CAST, srcs=(Pat(Op.CAST, srcs=(var("x"),)),), name="n"), _cast_back),
+])
+
+
 # -- movement-op folding (views of views, identity views) -------------------------------
 def _permute(ctx, n: Node, x: Node):
     perm = n.arg
@@ -237,7 +304,7 @@ EXP2 = PatternMatcher([
 @lru_cache(maxsize=None)
 def rules(fast_math: bool = False, prefer_exp2: bool = False) -> PatternMatcher:
     """The rule table for these options (constant folding first)."""
-    pm = CONST_FOLD + UNARY + ALGEBRA + VIEWS
+    pm = CONST_FOLD + UNARY + ALGEBRA + RANGES + VIEWS
     if fast_math:
         pm = pm + FAST_MATH
     if prefer_exp2:

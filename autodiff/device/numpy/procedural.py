@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.ir import Op
-from ...procedural.access import evaluate
+from ...procedural.access import evaluate, variables
 from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
-                              FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
-                              Rand, ReceiverRead, Reduce, ScatterAdd, Select)
+                              FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load,
+                              Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
+                              While)
 from ..host import call_feeder, call_receiver, check_memory
 from ...graph import dtypes
 from ...graph.reference import _gather, _scatter_add, kernel
@@ -77,6 +78,7 @@ class ProceduralExecutor:
         self.by_member = by_member
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.counters: dict[str, int] = {}    # loop counter name -> current iteration
         self.mem: dict[int, np.ndarray] = {}
         self.arena = None
         if offsets:
@@ -145,11 +147,23 @@ class ProceduralExecutor:
             return lambda: self._receive(s.spec, [a.reshape(sh).copy() for a, sh in bufs])
         if isinstance(s, For):
             body = [self._compile(b) for b in s.body]
-            return lambda: self._loop(s.range, body)
+            return lambda: self._loop(s.range, body, s.var)
+        if isinstance(s, If):
+            cond = self._buf(s.cond)
+            then, orelse = ([self._compile(b) for b in blk] for blk in (s.then, s.orelse))
+            return lambda: [f() for f in (then if cond[0] != 0 else orelse)] and None
+        if isinstance(s, While):
+            return self._while(s)
         raise NotImplementedError(f"numpy procedural executor: no rule for {type(s).__name__}")
 
     def _value(self, v, env, n):
         """``f(sel, acc, local) -> array`` of ``v`` at the selected work items (all if None)."""
+        loop = self._loop_vars(v, env)
+        if loop:                        # reads loop counters: evaluated at run time
+            return self._dynamic(v, env, n, loop)
+        if isinstance(v, IndexValue):
+            c = np.asarray(evaluate(v.expr, env), dtype=v.dtype)
+            return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
         if isinstance(v, Load):
             buf = self._buf(v.buffer)
             idx = np.broadcast_to(np.asarray(evaluate(v.index, env), dtype=_IDX), (n,))
@@ -205,6 +219,49 @@ class ProceduralExecutor:
             return apply
         raise TypeError(f"not a value: {v!r}")
 
+    def _loop_vars(self, v, env) -> frozenset:
+        """Loop counters (variables not in the kernel's ``env``) a Load / IndexValue /
+        Select condition reads directly."""
+        if isinstance(v, Load):
+            e = [v.index]
+        elif isinstance(v, IndexValue):
+            e = [v.expr]
+        elif isinstance(v, Select):
+            e = [v.cond]
+        else:
+            return frozenset()
+        return frozenset(x for x in variables(e[0]) if x not in env)
+
+    def _dynamic(self, v, env, n, loop):
+        """A value whose index expressions read loop counters: the expressions are evaluated
+        per call with the counters' current values."""
+        def env_now():
+            return {**env, **{x: self.counters[x.name] for x in loop}}
+        if isinstance(v, IndexValue):
+            def index_value(sel, acc, loc):
+                c = np.broadcast_to(np.asarray(evaluate(v.expr, env_now()), v.dtype), (n,))
+                return c if sel is None else c[sel]
+            return index_value
+        if isinstance(v, Load):
+            buf = self._buf(v.buffer)
+
+            def load(sel, acc, loc):
+                idx = np.broadcast_to(np.asarray(evaluate(v.index, env_now()), _IDX), (n,))
+                return buf[idx] if sel is None else buf[idx[sel]]
+            return load
+        fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
+        dtype = np.dtype(v.dtype)
+
+        def select(sel, acc, loc):
+            cond = np.broadcast_to(np.asarray(evaluate(v.cond, env_now())) != 0, (n,))
+            sel = np.arange(n) if sel is None else sel
+            c = cond[sel]
+            out = np.empty(len(sel), dtype)
+            out[c] = fa(sel[c], acc, loc)
+            out[~c] = fb(sel[~c], acc, loc)
+            return out
+        return select
+
     def _outs(self, outs, env, n):
         """``f(acc)`` evaluating ``outs`` in order, then storing every non-local one."""
         plan = []
@@ -214,6 +271,11 @@ class ProceduralExecutor:
                 plan.append((id(o.buffer), f, None, None, dtypes.storage(o.buffer.dtype)))
                 continue
             buf = self._buf(o.buffer)
+            loop = frozenset(x for x in variables(o.index) if x not in env)
+            if loop:                    # a row written at a loop counter (scan outputs)
+                plan.append((id(o.buffer), f, buf, (o.index, env, loop),
+                             np.dtype(o.buffer.dtype)))
+                continue
             idx = np.ascontiguousarray(np.broadcast_to(
                 np.asarray(evaluate(o.index, env), dtype=_IDX), (n,)))
             ident = idx.shape == buf.shape and np.array_equal(idx, np.arange(n, dtype=_IDX))
@@ -230,6 +292,10 @@ class ProceduralExecutor:
                     continue
                 if idx is None:
                     buf[:] = loc[key]
+                elif isinstance(idx, tuple):
+                    e, env0, loop = idx
+                    at = {**env0, **{x: self.counters[x.name] for x in loop}}
+                    buf[np.broadcast_to(np.asarray(evaluate(e, at), _IDX), (n,))] = loc[key]
                 else:
                     buf[idx] = loc[key]
         return run
@@ -294,10 +360,37 @@ class ProceduralExecutor:
         self.vals = {nid: self._buf(b).reshape(b.shape).copy()
                      for nid, b in self.program.outputs.items()}
 
-    def _loop(self, rng, body) -> None:
+    def _while(self, s: While):
+        cond = [self._compile(b) for b in s.cond]
+        body = [self._compile(b) for b in s.body]
+        pred = self._buf(s.pred)
+
+        def run():
+            self.iters.append(0)
+            k = 0
+            while s.max_iterations is None or k < s.max_iterations:
+                self.iters[-1] = self.counters[s.var] = k
+                for f in cond:
+                    f()
+                if pred[0] == 0:
+                    break
+                snapshot = [self._buf(b).copy() for b in self.params]
+                try:
+                    for f in body:
+                        f()
+                except BaseException:
+                    for b, a in zip(self.params, snapshot):
+                        self._buf(b)[:] = a
+                    raise
+                k += 1
+            self.iters.pop()
+        return run
+
+    def _loop(self, rng, body, var: str = "i0") -> None:
         self.iters.append(0)
         for k, _ in enumerate(rng):
             self.iters[-1] = k
+            self.counters[var] = k
             snapshot = [self._buf(b).copy() for b in self.params]
             try:
                 for f in body:
