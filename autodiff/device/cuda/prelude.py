@@ -26,7 +26,7 @@ the numpy reference.
 """
 from __future__ import annotations
 
-from ..opencl import philox as _philox
+from ..opencl import dtypes as _dtypes, philox as _philox
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
 #: stores of the dot-form tile); a template using another width needs it added here
@@ -234,7 +234,7 @@ def source() -> str:
     parts.append(_scalar_math())
     parts += [_operators(e, w) for e in ("float", "int") for w in WIDTHS]
     parts += [_functions(w) for w in WIDTHS]
-    parts += [HELPERS, philox()]
+    parts += [HELPERS, _dtypes.CPP_PRELUDE, philox()]      # dtype loads/stores, int helpers
     return "".join(parts)
 
 
