@@ -54,6 +54,9 @@ HEAD = r"""/* autodiff CUDA program: prelude (OpenCL C vocabulary for the shared
 #define NAN __int_as_float(0x7fc00000)
 namespace ad {
 typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+typedef unsigned short half;       /* storage of an IEEE binary16 value */
 __forceinline__ float _ad_sign1(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
 __forceinline__ float _ad_max1(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
 __forceinline__ float _ad_min1(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
@@ -173,6 +176,26 @@ def _scalar_math() -> str:
     return "".join(out)
 
 
+HALF = r"""
+/* IEEE half <-> float, round to nearest even (OpenCL's vload_half / vstore_half_rte) */
+__forceinline__ float _ad_h2f(half h) {
+  const uint s = (uint)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) { const float f = (float)m * 5.9604644775390625e-08f; return s ? -f : f; }
+  if (e == 31) return as_float(s | 0x7f800000u | (m << 13));
+  return as_float(s | ((e + 112u) << 23) | (m << 13));
+}
+__forceinline__ half _ad_f2h(float f) {
+  const uint u = as_uint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (half)(s | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (a >= 0x477ff000u) return (half)(s | 0x7c00u);
+  if (a < 0x38800000u) return (half)(s | (uint)rintf(as_float(a) * 16777216.0f));
+  const uint r = a - 0x38000000u;
+  return (half)(s | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+}
+__forceinline__ float vload_half(size_t i, const half* p) { return _ad_h2f(p[i]); }
+__forceinline__ void vstore_half_rte(float v, size_t i, half* p) { p[i] = _ad_f2h(v); }
+"""
+
 HELPERS = r"""
 /* horizontal sum / maximum of a float16, in the OpenCL helpers' pairwise order */
 __forceinline__ float _hsum16(float16 v) {
@@ -230,7 +253,7 @@ def source() -> str:
     parts.append(_scalar_math())
     parts += [_operators(e, w) for e in ("float", "int") for w in WIDTHS]
     parts += [_functions(w) for w in WIDTHS]
-    parts += [HELPERS, philox()]
+    parts += [HALF, HELPERS, philox()]
     return "".join(parts)
 
 
