@@ -223,13 +223,8 @@ def launches_per_iteration(steps: list) -> dict:
 
 
 def program(texts: list[str]) -> str:
-    """One CUDA translation unit: the prelude, the shared templates' dtype helpers (when
-    the OpenCL device has them), then every kernel, in ``namespace ad``."""
-    try:
-        from ..opencl.dtypes import HELPERS as dtype_helpers
-    except ImportError:
-        dtype_helpers = ""
-    return "\n".join([prelude.source(), translate(dtype_helpers)] + texts + [prelude.TAIL])
+    """One CUDA translation unit: the prelude, then every kernel, in ``namespace ad``."""
+    return "\n".join([prelude.source()] + texts + [prelude.TAIL])
 
 
 class _Listing:

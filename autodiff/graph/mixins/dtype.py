@@ -38,8 +38,14 @@ def promoted(*xs, dtype=None) -> tuple[str, list[Node]]:
         if not isinstance(x, T) and not dtypes.is_scalar(x):
             raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
     dt = dtypes.name(dtype) if dtype is not None else dtypes.result_type(*xs).name
+    # a scalar becomes a constant of the tensors' broadcast shape: no reshape/expand nodes
+    try:
+        shape = tuple(np.broadcast_shapes(*[tuple(x.shape) for x in xs if isinstance(x, T)]))
+    except ValueError:                  # the op itself reports the shapes that do not fit
+        shape = ()
     return dt, [ops.cast(x.node, dt) if isinstance(x, T) else
-                ops.const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x, (), dt)
+                ops.const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x, shape,
+                          dt)
                 for x in xs]
 
 
