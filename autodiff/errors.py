@@ -18,6 +18,13 @@ class ShapeError(ValueError, RuntimeError):
                          f"(traced at {site})")
 
 
+class DTypeError(TypeError, NotImplementedError):
+    """An op does not take operands of these dtypes (bitwise ops on floats, negation of
+    bool, a non-bool ``where`` condition...). Raised at trace time; the message names the
+    op, the dtypes and the user's ``file:line``. A ``TypeError``, and a
+    ``NotImplementedError`` (so a ``RuntimeError``) as PyTorch raises for these."""
+
+
 class DimError(ShapeError, IndexError):
     """A dim argument out of range for a tensor's rank: an ``IndexError`` as in PyTorch,
     and a :class:`ShapeError` naming the op, the shape and the user's ``file:line``."""

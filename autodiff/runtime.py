@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import device as devices
+from .graph import dtypes
 from .graph.ir import Graph, Op, Variable
 from .graph.printer import format_graph
 from .graph.trace import TRACER
@@ -70,7 +71,8 @@ OPTIONS: dict[str, frozenset] = {
     "execute": frozenset(),
     "opt": frozenset({"fast_math", "passes", "prefer_exp2"}),
     "numpy": frozenset({"ir", "fuse", "offsets", "by_member", "plan", "alignment", "debug"}),
-    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions"}),
+    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
+                         "vector", "tile"}),
     "tvm": frozenset({"target", "tune", "export", "trials", "steps_per_call"}),
 }
 
@@ -142,7 +144,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     t1 = time.perf_counter()
     exe = backend.compile(opt_graph, report=report, **options)
     t2 = time.perf_counter()
-    store = {v: v.value for v in _variables(opt_graph)}
+    # devices hold every value in its storage dtype (int64 as int32)
+    store = {v: dtypes.to_storage(v.value, v.dtype) for v in _variables(opt_graph)}
     TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
     try:
         exe.run(store)
@@ -150,7 +153,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         for var, value in store.items():
             var.value = np.array(value, dtype=var.value.dtype, copy=True)
     for t, node in zip(tensors, opt_graph.outputs):
-        t._var = Variable(np.array(exe.vals[node.id], copy=True), t.name)
+        t._var = Variable(np.array(exe.vals[node.id], dtype=dtypes.host(node.dtype), copy=True),
+                          t.name)
         t._var.owner = weakref.ref(t)
         t._node, t._scope, t.requires_grad = None, None, False
     t3 = time.perf_counter()

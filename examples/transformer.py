@@ -4,15 +4,17 @@ The corpus is ``pydoc_data.topics`` (the text of ``help("topics")``, shipped wit
 CPython: 79 topics, ~465 thousand characters, 103 distinct). The whole training loop --
 random [B, T] windows fed by int32 Feeders, token + learned position embeddings, N
 pre-norm ``TransformerEncoderLayer``s with a causal mask, a final ``LayerNorm`` and a
-``Linear`` to logits, cross-entropy, AdamW -- is traced once with ``ir_for`` and compiled.
-Every ``--eval-every`` steps the loop also computes the validation loss, inside the
-compiled program: one ``ir_if`` on the step index, whose branch (taken on the device every
-N-th step only) scans the validation windows kept on the device. Validation loss before
-and after training and greedy generation are two more small traced programs (eval mode).
+``Linear`` to logits, cross-entropy, AdamW with a linear warmup then cosine decay of the
+learning rate (``SequentialLR``: the rate is a device value the loop updates) and
+gradient-norm clipping -- is traced once with ``ir_for`` and compiled. Every
+``--eval-every`` steps the loop also computes the validation loss, inside the compiled
+program: one ``ir_if`` on the step index, whose branch (taken on the device every N-th step
+only) scans the validation windows kept on the device. Validation loss before and after
+training and greedy generation are two more small traced programs (eval mode).
 
     python examples/transformer.py [--device numpy] [--steps 300] [--layers 2]
-        [--d-model 128] [--batch 16] [--seq 64] [--seed 0] [--eval-every 100]
-        [--plot transformer_loss.png]
+        [--d-model 128] [--batch 16] [--seq 64] [--seed 0] [--plot transformer_loss.png]
+        [--warmup 30] [--clip 1.0] [--schedule cosine|constant] [--eval-every 100]
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ import numpy as np
 
 import autodiff as ad
 from autodiff import nn
+from autodiff.nn.utils import clip_grad_norm_
 from autodiff.optim import AdamW
+from autodiff.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -148,9 +152,27 @@ def in_loop_validation(model, windows, loss=None):
     return mean_loss
 
 
+def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: float = 0.1):
+    """The learning-rate schedule: ``"cosine"`` warms up linearly from 1% of the rate over
+    ``warmup`` steps, then decays it along a cosine to ``min_ratio`` of it at ``steps``;
+    ``"constant"`` keeps it (returns None)."""
+    if kind == "constant":
+        return None
+    if kind != "cosine":
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {kind!r}")
+    warmup = max(1, min(warmup, steps - 1))
+    lr = opt.param_groups[0]["lr"]
+    return SequentialLR(opt, [LinearLR(opt, start_factor=0.01, total_iters=warmup),
+                              CosineAnnealingLR(opt, T_max=steps - warmup,
+                                                eta_min=lr * min_ratio)], [warmup])
+
+
 def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
-          progress: bool = True, validation=None, eval_every: int = 100):
-    """Trace ``steps`` AdamW steps in one ``ir_for`` and run them.
+          progress: bool = True, warmup: int = 30, clip: float | None = 1.0,
+          kind: str = "cosine", min_ratio: float = 0.1, validation=None,
+          eval_every: int = 100):
+    """Trace ``steps`` AdamW steps in one ``ir_for`` (schedule and gradient clipping on the
+    device) and run them.
 
     With ``validation`` (:func:`in_loop_validation`), every ``eval_every``-th step also
     computes the validation loss on the device (an ``ir_if`` on the step index) and hands
@@ -159,6 +181,7 @@ def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
     Returns ``(losses, report, trace_seconds, [(step, validation loss), ...])``.
     """
     opt = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = schedule(opt, steps, warmup, kind, min_ratio)
     losses: list[float] = []
     val_losses: list[tuple[int, float]] = []
     tokens_per_step = sampler.batch * sampler.seq
@@ -186,7 +209,11 @@ def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
         opt.zero_grad()
         loss = _lm_loss(model, x, y)
         loss.backward()
+        if clip:
+            clip_grad_norm_(model.parameters(), clip)
         opt.step()
+        if sched is not None:
+            sched.step()
         ad.Receiver(on_loss, [loss], name="loss")
         if validation is not None:                  # decided on the device, every N steps
             ad.ir_if((i.float() + 1).remainder(eval_every) == 0,
@@ -314,9 +341,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--eval-batches", type=int, default=16)
+    p.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
+                   help="learning rate: warmup then cosine decay, or constant")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="warmup steps of the cosine schedule (default: 10%% of --steps)")
+    p.add_argument("--min-lr-ratio", type=float, default=0.1,
+                   help="the cosine schedule's final rate, as a fraction of --lr")
+    p.add_argument("--clip", type=float, default=1.0, help="gradient-norm bound (0: off)")
     p.add_argument("--eval-every", type=int, default=100,
                    help="validation loss inside the training loop every N steps (0: off)")
+    p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--prompt", default="The ")
     p.add_argument("--sample-len", type=int, default=120)
     p.add_argument("--plot", default="transformer_loss.png",
@@ -351,6 +385,8 @@ def main(argv=None) -> dict:
         if args.eval_every else None
     losses, report, t_trace, val_during = train(
         model, sampler, args.steps, args.lr, args.device, progress=not args.no_progress,
+        warmup=args.warmup if args.warmup is not None else max(1, args.steps // 10),
+        clip=args.clip, kind=args.schedule, min_ratio=args.min_lr_ratio,
         validation=validation, eval_every=args.eval_every or 1)
     val_after = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)
 
@@ -369,11 +405,11 @@ def main(argv=None) -> dict:
             f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in dev.items()
             if k not in ("source_path", "kernel_us")))
     print(f"train loss: first {losses[0]:.3f}, mean of last 20 {np.mean(losses[-20:]):.3f}")
+    print(f"validation loss: before {val_before:.3f}, after {val_after:.3f} "
+          f"(ln(vocab) = {math.log(len(vocab)):.3f})")
     if val_during:
         print("validation loss in the training loop: " + ", ".join(
             f"step {s} {v:.3f}" for s, v in val_during))
-    print(f"validation loss: before {val_before:.3f}, after {val_after:.3f} "
-          f"(ln(vocab) = {math.log(len(vocab)):.3f})")
     if args.plot:
         plot_losses(losses, val_before, val_after, args.plot, val_during=val_during)
         print(f"loss curve: {args.plot}")

@@ -219,9 +219,10 @@ def _build(anchor, members, read_outside):
                             pm = producer.get(id(ld.buffer))
                             if pm and pm[0] is m:
                                 inv = invert(pm[1].index, m.vars)
-                                if inv and inv[1] == size:
-                                    got = at_p(*inv, subst_index(ld.index,
-                                                                 mapping[id(c)]))
+                                read = subst_index(ld.index, mapping[id(c)])
+                                whole = invert(read, t_vars)     # c reads all of m, once
+                                if inv and inv[1] == size and whole and whole[1] == size:
+                                    got = at_p(*inv, read)
                                     break
                         if got:
                             break

@@ -29,6 +29,7 @@ import weakref
 from dataclasses import replace
 
 from .ir import CONTROL, MOVEMENT, Graph, Node, Op, bodies, captures
+from . import dtypes
 from .ops import add, const
 from .trace import TRACER
 
@@ -39,7 +40,7 @@ _CLONES: dict = {}
 
 
 def _diff(n: Node) -> bool:
-    return n.requires_grad and n.dtype == "float32"
+    return n.requires_grad and dtypes.is_floating(n.dtype)
 
 
 def _zeros(n: Node, shape=None) -> Node:
@@ -162,7 +163,7 @@ class _IfSaves:
             other = self.graphs[1] if g is self.graphs[0] else self.graphs[0]
             k = len(g.outputs)
             g.outputs.append(x)
-            z = Node(Op.CONST, (), x.shape, x.dtype, 0 if x.dtype == "int32" else 0.0, x.site)
+            z = Node(Op.CONST, (), x.shape, x.dtype, dtypes.check_scalar(0, x.dtype), x.site)
             other.nodes.insert(0, z)
             other.outputs.append(z)
             r = Node(Op.RESULT, (self.node,), x.shape, x.dtype, k, x.site)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import itertools
 
-from . import control
+from . import control, dtypes
 from .ir import FeederSpec, Node, Op, ReceiverSpec
-from .tensor import Tensor, _DTYPES, _wrap
+from .tensor import Tensor, _wrap
 from .trace import TRACER, user_site
 
 _names = itertools.count()
@@ -15,12 +15,17 @@ def Feeder(fn, shape, dtype: str = "float32", name: str | None = None) -> Tensor
     """A tensor whose value the host produces by calling ``fn()`` each time the node runs.
 
     Inside ``ir_for`` that is once per iteration, in iteration order. ``fn`` must return a
-    numpy array of exactly ``shape`` and ``dtype`` (``"float32"`` or ``"int32"``); anything
-    else stops ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the
-    iteration. A Feeder is always called, even when its value turns out unused.
+    numpy array of exactly ``shape`` and ``dtype``: any autodiff dtype (``autodiff.float32``,
+    ``"int64"``, ``torch.bool``...; the array's numpy dtype is the host dtype of
+    :mod:`autodiff.graph.dtypes`: ``np.int64`` for int64, ``ml_dtypes.bfloat16`` for
+    bfloat16). Anything else, and int64 values outside the int32 storage, stops
+    ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the iteration. A
+    Feeder is always called, even when its value turns out unused.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or an unknown dtype.
     """
-    if dtype not in _DTYPES:
-        raise TypeError(f"Feeder dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    dtype = dtypes.name(dtype)
     if not callable(fn):
         raise TypeError(f"Feeder needs a callable, got {type(fn).__name__}")
     shape = tuple(int(d) for d in shape)
@@ -43,7 +48,8 @@ def Receiver(fn, tensors, name: str | None = None) -> None:
     tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
     srcs = tuple(t.node for t in tensors)
     TRACER.emit(Node(Op.RECEIVER, srcs, (), "float32",
-                     ReceiverSpec(fn, name or f"receiver{next(_names)}"), user_site()))
+                     ReceiverSpec(fn, name or f"receiver{next(_names)}",
+                                  tuple(s.dtype for s in srcs)), user_site()))
 
 
 def ir_for(rng, body) -> None:

@@ -283,16 +283,17 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
 
 
 def embedding(idx, weight: Tensor) -> Tensor:
-    """Rows of ``weight [num, dim]`` picked by int32 ``idx`` (any shape): ``[*idx.shape, dim]``.
+    """Rows of ``weight [num, dim]`` picked by int32/int64 ``idx`` (any shape):
+    ``[*idx.shape, dim]``.
 
     An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add).
 
     Raises:
-        TypeError: ``idx`` is not int32.
+        TypeError: ``idx`` is not int32 or int64.
     """
-    idx = _tensor(idx, "int32") if not isinstance(idx, Tensor) else idx
-    if idx.dtype != "int32":
-        raise TypeError(f"embedding: indices must be int32, got {idx.dtype}")
+    idx = _tensor(idx, "int64") if not isinstance(idx, Tensor) else idx
+    if idx.dtype not in ("int32", "int64"):
+        raise TypeError(f"embedding: indices must be int32 or int64, got {idx.dtype}")
     return _wrap(ops.gather(weight.node, idx.node))
 
 
@@ -397,8 +398,8 @@ def _check_reduction(reduction: str) -> None:
 def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
     """Per-element ``w[t] * logp[t]`` (class dim last) and ``w[t]`` (0 where ignored)."""
     n_cls = logp.shape[-1]
-    if target.dtype != "int32":
-        raise TypeError(f"class targets must be int32, got {target.dtype}")
+    if target.dtype not in ("int32", "int64"):
+        raise TypeError(f"class targets must be int32 or int64, got {target.dtype}")
     if tuple(target.shape) != tuple(logp.shape[:-1]):
         raise ShapeError("cross_entropy", [logp.shape, target.shape], user_site(),
                          f"class targets must have shape {list(logp.shape[:-1])}")
@@ -586,6 +587,7 @@ __all__ += ["leaky_relu", "elu", "celu", "selu", "silu", "softplus", "mish", "so
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
 from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
 from .padding import pad  # noqa: E402
+from .activation import prelu  # noqa: E402
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
                       max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
@@ -594,4 +596,4 @@ __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "
             "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
             "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
-            "instance_norm", "rms_norm"]
+            "instance_norm", "rms_norm", "prelu"]

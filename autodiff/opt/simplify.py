@@ -19,7 +19,8 @@ sweeps). Rules are grouped by what they may change:
 
 Constants are scalar fills (``CONST`` nodes): folding only ever produces a uniform fill, so
 no array constants appear. Values are computed with the reference semantics of
-:mod:`autodiff.graph.reference` in float32.
+:mod:`autodiff.graph.reference` in each node's dtype (bool and integer constants fold too;
+sums and products of constants fold for float32 only).
 """
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..graph import dtypes
 from ..graph.ir import ELEMENTWISE, Graph, Node, Op
-from ..graph.reference import KERNELS
+from ..graph.reference import kernel
 from .rewrite import Pat, PatternMatcher, const, cvar, rebuild, same_value, var
 
 LOG2E = float(np.float32(math.log2(math.e)))
@@ -43,9 +45,11 @@ def _f32(x) -> float:
 
 
 def _const(like: Node, value, shape=None, dtype=None) -> Node:
-    """A ``CONST`` node filled with ``value``, traced at ``like``'s site."""
-    return Node(Op.CONST, (), like.shape if shape is None else tuple(shape),
-                like.dtype if dtype is None else dtype, value, like.site)
+    """A ``CONST`` node filled with ``value`` (as its dtype's Python type), traced at
+    ``like``'s site."""
+    dtype = like.dtype if dtype is None else dtype
+    return Node(Op.CONST, (), like.shape if shape is None else tuple(shape), dtype,
+                dtypes.check_scalar(value, dtype), like.site)
 
 
 def _new(like: Node, op: Op, srcs, arg=None) -> Node:
@@ -60,9 +64,11 @@ def _reduced_count(n: Node, x: Node) -> int:
 # -- constant folding -------------------------------------------------------------------
 def _fold_elementwise(ctx, n: Node) -> Node:
     with np.errstate(all="ignore"):
-        args = [np.full((1,), s.arg, dtype=s.dtype) for s in n.srcs]
-        r = np.asarray(KERNELS[n.op](n)(*args)).astype(n.dtype)
-    return _const(n, r.reshape(-1)[0].item())
+        args = [np.full((1,), s.arg, dtype=dtypes.storage(s.dtype)) for s in n.srcs]
+        r = kernel(n)(*args).reshape(-1)[:1]
+    if dtypes.is_floating(n.dtype):
+        r = r.astype(np.float32)
+    return _const(n, r[0].item())
 
 
 def _fold_sum(ctx, n: Node, c: Node):
@@ -73,6 +79,8 @@ def _fold_sum(ctx, n: Node, c: Node):
 
 
 def _fold_dot(ctx, n: Node, a: Node, b: Node):
+    if n.dtype != "float32":
+        return None
     k = a.shape[-1]
     return _const(n, _f32(_f32(float(a.arg) * float(b.arg)) * k) if k else 0.0)
 
@@ -113,6 +121,8 @@ def _exact_reciprocal(c: float) -> float | None:
 
 
 def _div_by_pow2(ctx, n: Node, x: Node, c: Node):
+    if n.dtype != "float32":        # 1/c may not be a normal float16/bfloat16
+        return None
     r = _exact_reciprocal(float(c.arg))
     return None if r is None else _new(n, Op.MUL, (x, _const(c, r)))
 
@@ -165,7 +175,7 @@ def value_range(n: Node) -> tuple[float, float] | None:
         r = n.arg.bounds()
     elif op is Op.CONST:
         v = float(n.arg)
-        r = (v, v) if v == int(v) else None
+        r = (v, v) if math.isfinite(v) and v == int(v) else None
     elif op in _VIEWS or op is Op.CAST:
         r = value_range(n.srcs[0])
     elif op in (Op.ADD, Op.SUB, Op.MUL):

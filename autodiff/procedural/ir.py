@@ -49,6 +49,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..graph import dtypes
 from ..graph.ir import FeederSpec, Op, ReceiverSpec, Variable
 from .access import Expr, Var
 
@@ -79,7 +80,8 @@ class Buffer:
         name: unique in its program (``t12`` for the temp made for graph node 12, the
             variable's name for params, the feeder's name for feeder staging...).
         shape: logical shape (the layout is always row-major contiguous).
-        dtype: ``"float32"`` or ``"int32"``.
+        dtype: dtype name (:mod:`autodiff.graph.dtypes`); the storage is that dtype's
+            device storage (int64 as int32, bool one byte).
         kind: a :class:`BufferKind`.
         var: the Variable backing a PARAM buffer, else None.
         node: id of the graph IR node whose value the buffer holds (None for params).
@@ -98,7 +100,8 @@ class Buffer:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self.dtype).itemsize
+        """Bytes per element in device storage."""
+        return dtypes.itemsize(self.dtype)
 
     @property
     def nbytes(self) -> int:
@@ -309,7 +312,8 @@ class DotProduct(Kernel):
         k: the contraction variable (extent K).
         a: value over ``vars[:-1]`` and ``k`` (the left operand ``[..., M, K]``).
         b: value over ``vars[:-2]``, ``k`` and ``vars[-1]`` (the right operand ``[..., K, N]``).
-        outs: outputs over ``vars``; :class:`Acc` is ``sum_k a * b`` in float32.
+        outs: outputs over ``vars``; :class:`Acc` is ``sum_k a * b``, accumulated in
+            float32 (int32 for integer operands) and of dtype :attr:`dtype`.
     """
     shape: tuple[int, ...]
     vars: tuple[Var, ...]
@@ -321,6 +325,11 @@ class DotProduct(Kernel):
 
     def values(self) -> list[Value]:
         return [self.a, self.b] + [o.value for o in self.outs]
+
+    @property
+    def dtype(self) -> str:
+        """The product's dtype: its operands' (one dtype)."""
+        return value_dtype(self.a)
 
 
 @dataclass(eq=False)
@@ -343,6 +352,11 @@ class Reduce(Kernel):
 
     def values(self) -> list[Value]:
         return [self.src] + [o.value for o in self.outs]
+
+    @property
+    def dtype(self) -> str:
+        """The reduction's dtype: its source's (16-bit floats accumulate in float32)."""
+        return value_dtype(self.src)
 
     @property
     def kept(self) -> tuple[Var, ...]:

@@ -33,6 +33,7 @@ from typing import Callable
 
 import networkx as nx
 
+from ..graph import dtypes
 from ..graph.ir import CONTROL, ELEMENTWISE, MOVEMENT, Graph, Node, Op, bodies, captures
 from ..opt.lower_control import lower_control
 from .access import And, Expr, Lt, Num, flat, ge, simplify, space_vars, unflat, Var
@@ -418,7 +419,10 @@ class _Lowering:
             out.append(self.copy_kernel(v, b))
             return
         op = n.op
-        if op in MOVEMENT:
+        if op in MOVEMENT and n.size == 0:          # no element is ever read
+            zero = Const(0 if n.dtype == "int32" else 0.0, n.dtype)
+            self.views[n.id] = View(n.shape, lambda idx, c=zero: c)
+        elif op in MOVEMENT:
             self.views[n.id] = self.movement(n)
         elif op is Op.CONST:
             val = n.arg
@@ -577,7 +581,7 @@ class _Lowering:
                 inplace = False
             buf = dst if inplace else self.temp(n)
             out.append(DotProduct(n.shape, vars_, k, av, bv,
-                                  (Output(buf, flat(vars_, n.shape), Acc()),)))
+                                  (Output(buf, flat(vars_, n.shape), Acc(n.dtype)),)))
         else:
             x = self.views[n.srcs[0].id]
             axes = tuple(n.arg)
@@ -588,7 +592,7 @@ class _Lowering:
                 inplace = False
             buf = dst if inplace else self.temp(n)
             oidx = flat([Num(0) if i in axes else v for i, v in enumerate(xv)], n.shape)
-            out.append(Reduce(n.op, x.shape, xv, axes, src, (Output(buf, oidx, Acc()),)))
+            out.append(Reduce(n.op, x.shape, xv, axes, src, (Output(buf, oidx, Acc(n.dtype)),)))
         if inplace:
             self.written[n.id] = dst
             self.views[n.id] = buffer_view(dst, n.shape)
@@ -672,7 +676,8 @@ class _Lowering:
                 cond = simplify(cond)
                 if cond == Num(1):
                     return inner
-                return Select(cond, inner, Const(0 if n.dtype == "int32" else 0.0, n.dtype))
+                zero = dtypes.check_scalar(0, n.dtype)
+                return Select(cond, inner, Const(zero, n.dtype))
             return View(shape, at)
         if op is Op.WINDOW:
             dim, size, step, dil = arg

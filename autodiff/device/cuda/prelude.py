@@ -15,10 +15,10 @@ OpenCL programs carry for PoCL (``_ad_log``, ``_ad_pow``, ``_ad_erf``) map to CU
 ``logf``/``powf``/``erff`` (libdevice, 1-4 ulp, IEEE special cases); ``_ad_max``/``_ad_min``
 keep numpy's NaN propagation around ``fmaxf``/``fminf``.
 
-``vloadN``/``vstoreN`` with ``N >= 4`` use 16-byte ``float4`` transactions when the address
-is 16-byte aligned (a uniform run-time test: the arena is 256-byte aligned and most
-operands keep that alignment), else ``N`` scalar accesses, which is what OpenCL's
-``vloadN`` allows (element alignment only).
+``vloadN``/``vstoreN`` are lane accesses; every kernel wrapper declares the arena 256-byte
+aligned (``__builtin_assume_aligned``), so NVVM merges the lanes of an aligned row into
+16-byte ``float4`` transactions where the offsets prove it (``ld.global.v4``), and keeps
+element accesses elsewhere, which is all OpenCL's ``vloadN`` requires.
 
 Philox-4x32-10 (:func:`philox`) is the same generator and counter layout as the OpenCL
 program's (:mod:`autodiff.device.opencl.philox`): bit-identical draws on both devices and
@@ -38,7 +38,8 @@ LANES = "0123456789abcdef"
 MATH = {
     "exp": ("expf", 1), "exp2": ("exp2f", 1), "sqrt": ("sqrtf", 1), "sin": ("sinf", 1),
     "cos": ("cosf", 1), "tanh": ("tanhf", 1), "fabs": ("fabsf", 1), "rint": ("rintf", 1),
-    "_ad_log": ("logf", 1), "_ad_erf": ("erff", 1), "sign": ("_ad_sign1", 1),
+    "_ad_log": ("logf", 1), "_ad_erf": ("erff", 1), "_ad_tanh": ("tanhf", 1),
+    "sign": ("_ad_sign1", 1),
     "fmax": ("fmaxf", 2), "fmin": ("fminf", 2), "copysign": ("copysignf", 2),
     "_ad_pow": ("powf", 2), "_ad_max": ("_ad_max1", 2), "_ad_min": ("_ad_min1", 2),
     "fma": ("fmaf", 3),

@@ -1,7 +1,8 @@
-"""Reference device: interprets the graph IR directly with numpy, in float32.
+"""Reference device: interprets the graph IR directly with numpy.
 
 Every later backend and pass is checked against it. What each op computes is defined once,
-in :mod:`autodiff.graph.reference`. The graph is compiled once into a list
+in :mod:`autodiff.graph.reference`; values are held in the device storage dtypes of
+:mod:`autodiff.graph.dtypes` (int64 as int32, float16/bfloat16 as themselves). The graph is compiled once into a list
 of steps (one closure per node, ``For`` nodes nesting their bodies); running it walks the
 steps. Values are never modified in place, so views (``EXPAND``) are shared safely.
 """
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...graph import dtypes
 from ...graph.ir import Graph, Node, Op
-from ...graph.reference import KERNELS
+from ...graph.reference import KERNELS, kernel
 from ...graph.rng import philox_uniform
 from ..host import call_feeder, call_receiver, check_memory
 from . import control
@@ -46,7 +48,7 @@ class Interpreter:
         if step is not None:
             return step
         if n.op in KERNELS:
-            return ("op", n, KERNELS[n.op](n), tuple(s.id for s in n.srcs))
+            return ("op", n, kernel(n), tuple(s.id for s in n.srcs), dtypes.storage(n.dtype))
         return (n.op.name.lower(), n)
 
     def run(self, store: dict) -> None:
@@ -60,11 +62,11 @@ class Interpreter:
             kind, n = step[0], step[1]
             if kind == "op":
                 r = step[2](*[vals[i] for i in step[3]])
-                if r.dtype != n.dtype:
-                    r = r.astype(n.dtype)
+                if r.dtype != step[4]:
+                    r = r.astype(step[4])
                 vals[n.id] = r
             elif kind == "const":
-                vals[n.id] = np.full(n.shape, n.arg, dtype=n.dtype)
+                vals[n.id] = np.full(n.shape, n.arg, dtype=dtypes.storage(n.dtype))
             elif kind == "load":
                 vals[n.id] = store[n.arg]
             elif kind == "assign":

@@ -24,16 +24,17 @@ from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, E
                               Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
                               While)
 from ..host import call_feeder, call_receiver, check_memory
-from ...graph.reference import KERNELS, _gather, _scatter_add
+from ...graph import dtypes
+from ...graph.reference import _gather, _scatter_add, kernel
 
 _IDX = np.int64
 
 
 class _OpNode:
-    """What ``KERNELS[op](node)`` reads from a node: dtype and arg."""
+    """What :func:`~autodiff.graph.reference.kernel` reads from a node: op, dtype, arg."""
 
-    def __init__(self, dtype, arg):
-        self.dtype, self.arg = dtype, arg
+    def __init__(self, op, dtype, arg):
+        self.op, self.dtype, self.arg = op, dtype, arg
 
 
 def _grid(shape, vars_) -> dict:
@@ -87,7 +88,7 @@ class ProceduralExecutor:
                 if off % b.itemsize:
                     raise ValueError(f"offset {off} of {b.name} is not aligned to "
                                      f"{b.itemsize} bytes")
-                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(b.dtype)
+                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(dtypes.storage(b.dtype))
         self._internal: set = set()
         self.params = []
         for b in program.buffers:
@@ -99,7 +100,7 @@ class ProceduralExecutor:
     def _buf(self, b) -> np.ndarray:
         a = self.mem.get(id(b))
         if a is None:
-            a = self.mem[id(b)] = np.zeros(b.size, dtype=b.dtype)
+            a = self.mem[id(b)] = np.zeros(b.size, dtype=dtypes.storage(b.dtype))
         return a
 
     # -- compilation ----------------------------------------------------------------------
@@ -172,7 +173,7 @@ class ProceduralExecutor:
             idx = np.ascontiguousarray(idx)
             return lambda sel, acc, loc: buf[idx] if sel is None else buf[idx[sel]]
         if isinstance(v, Const):
-            c = np.asarray(v.value, dtype=v.dtype)
+            c = np.asarray(v.value, dtype=dtypes.storage(v.dtype))
             return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
         if isinstance(v, Acc):
             return lambda sel, acc, loc: acc if sel is None else acc[sel]
@@ -193,7 +194,7 @@ class ProceduralExecutor:
             cond = np.broadcast_to(np.asarray(evaluate(v.cond, env)) != 0, (n,))
             yes, no = np.flatnonzero(cond), np.flatnonzero(~cond)
             fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
-            dtype = np.dtype(v.dtype)
+            dtype = dtypes.storage(v.dtype)
 
             def select(sel, acc, loc):
                 if sel is None:
@@ -208,9 +209,9 @@ class ProceduralExecutor:
                 return out
             return select
         if isinstance(v, Apply):
-            fn = KERNELS[v.op](_OpNode(v.dtype, v.arg))
+            fn = kernel(_OpNode(v.op, v.dtype, v.arg))
             args = [self._value(a, env, n) for a in v.args]
-            dtype = np.dtype(v.dtype)
+            dtype = dtypes.storage(v.dtype)
 
             def apply(sel, acc, loc):
                 r = np.asarray(fn(*[f(sel, acc, loc) for f in args]))
@@ -267,7 +268,7 @@ class ProceduralExecutor:
         for o in outs:
             f = self._value(o.value, env, n)
             if id(o.buffer) in self._internal:
-                plan.append((id(o.buffer), f, None, None, np.dtype(o.buffer.dtype)))
+                plan.append((id(o.buffer), f, None, None, dtypes.storage(o.buffer.dtype)))
                 continue
             buf = self._buf(o.buffer)
             loop = frozenset(x for x in variables(o.index) if x not in env)
@@ -279,7 +280,7 @@ class ProceduralExecutor:
                 np.asarray(evaluate(o.index, env), dtype=_IDX), (n,)))
             ident = idx.shape == buf.shape and np.array_equal(idx, np.arange(n, dtype=_IDX))
             plan.append((id(o.buffer), f, buf, None if ident else idx,
-                         np.dtype(o.buffer.dtype)))
+                         dtypes.storage(o.buffer.dtype)))
 
         def run(acc):
             loc = {}
@@ -310,10 +311,12 @@ class ProceduralExecutor:
         n = int(np.prod(s.shape, dtype=np.int64))
         outs = self._outs(s.outs, _grid(s.shape, s.vars), n)
 
+        mm = kernel(_OpNode(Op.DOT, s.dtype, None))
+
         def dot():
-            a = np.asarray(fa(None, None, None), np.float32).reshape(a_shape)
-            b = np.asarray(fb(None, None, None), np.float32).reshape(b_shape)
-            outs(np.matmul(a, b).astype(np.float32).ravel())
+            a = np.asarray(fa(None, None, None)).reshape(a_shape)
+            b = np.asarray(fb(None, None, None)).reshape(b_shape)
+            outs(mm(a, b).ravel())
         return dot
 
     def _reduce(self, s: Reduce):
@@ -323,13 +326,9 @@ class ProceduralExecutor:
         outs = self._outs(s.outs, _grid(kept_shape, s.kept),
                           int(np.prod(kept_shape, dtype=np.int64)))
         axes, shape = tuple(s.axes), s.shape
-        if s.op is Op.SUM:
-            red = lambda x: np.sum(x, axis=axes, dtype=np.float32 if x.dtype == np.float32
-                                   else x.dtype)
-        elif s.op is Op.RMAX:
-            red = lambda x: np.max(x, axis=axes)
-        else:
+        if s.op not in (Op.SUM, Op.RMAX):
             raise NotImplementedError(f"reduce {s.op}")
+        red = kernel(_OpNode(s.op, s.dtype, axes))
 
         def reduce():
             x = np.asarray(fsrc(None, None, None)).reshape(shape)
@@ -351,7 +350,7 @@ class ProceduralExecutor:
         self.iters = []
         for b in self.params:
             a = self._buf(b)
-            a[:] = np.asarray(store[b.var], dtype=b.dtype).ravel()
+            a[:] = np.asarray(store[b.var], dtype=dtypes.storage(b.dtype)).ravel()
         try:
             for f in self.steps:
                 f()

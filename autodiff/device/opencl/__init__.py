@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from ...graph.dtypes import storage
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
                               ReceiverRead)
 from . import chain, codegen, kernels, philox, render, target
@@ -133,9 +134,9 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target,
             steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
         elif isinstance(s, FeederWrite):
             b = s.buffer
-            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead):
-            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
@@ -254,7 +255,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
-    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
     stats["arena_bytes"] = arena_bytes
     stats["compile_s"] = time.perf_counter() - t_all
