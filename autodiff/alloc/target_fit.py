@@ -1,8 +1,8 @@
 """Target fit: best fit into a fixed arena size, starting at the lower bound.
 
 A third strategy next to greedy-by-size and lifetime-ordered best fit. It tries to fit all
-buffers, in order of first use (then, if that fails, by decreasing breadth), into an arena
-of exactly the lower bound, then of a few sizes slightly above it, and keeps the first
+buffers, in order of first use (then, if that fails, by decreasing breadth, then longest
+life first), into an arena of exactly the lower bound, then of a few sizes slightly above it, and keeps the first
 that works. Inside a gap each buffer sits next to the
 neighbour that lives longer (arena edges live for ever), so holes merge when buffers die: on
 a chain where each buffer dies as the next is made this alternates bottom/top and reaches the
@@ -32,7 +32,9 @@ def target_fit(ranges: Sequence[LiveRange], alignment: int = 1) -> list[int] | N
         strategies then decide).
     """
     bound = lower_bound(ranges, alignment)
-    orders = [lifetime_order(ranges), breadth_order(ranges, alignment)]
+    orders = [lifetime_order(ranges), breadth_order(ranges, alignment),
+              sorted(range(len(ranges)), key=lambda i: (ranges[i].start - ranges[i].end,
+                                                        -ranges[i].size_bytes))]
     for t in TARGETS:
         for order in orders:
             offsets = place(ranges, order, alignment, align_up(int(bound * t), alignment))
