@@ -741,9 +741,9 @@ _INTEGER = frozenset({"int32", "int64", "bool"})
 
 def _index_values(graph: Graph) -> set[int]:
     """Ids of the 0-d integer (or bool) nodes computed from loop indices and integer
-    constants by ``+ - *``, ``//`` and ``%`` by a positive constant, and comparisons: each
-    lowers to an access expression over the loop counters (an :class:`IndexValue`), no
-    kernel."""
+    constants by ``+ - *``, ``//`` and ``%`` by a positive constant (of a value known not to
+    be negative), and comparisons: each lowers to an access expression over the loop
+    counters (an :class:`IndexValue`), no kernel."""
     ok: set[int] = set()
 
     def operand(s: Node) -> bool:
@@ -757,9 +757,10 @@ def _index_values(graph: Graph) -> set[int]:
             ok.add(n.id)
         elif n.op in _INDEX_OPS and all(operand(s) for s in n.srcs) and any(
                 s.id in ok for s in n.srcs):
-            if n.op in (Op.MOD, Op.FLOORDIV) and not (n.srcs[1].op is Op.CONST
-                                                       and n.srcs[1].arg > 0):
-                continue
+            if n.op in (Op.MOD, Op.FLOORDIV) and not (
+                    n.srcs[1].op is Op.CONST and n.srcs[1].arg > 0
+                    and (value_range(n.srcs[0]) or (-1, 0))[0] >= 0):
+                continue                      # (C's / and % floor only from 0 up)
             if n.op is Op.MUL and not any(s.op is Op.CONST for s in n.srcs):
                 continue
             if n.op is Op.CAST and n.dtype == "bool" and n.srcs[0].dtype != "bool":

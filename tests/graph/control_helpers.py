@@ -18,11 +18,17 @@ RTOL, ATOL = 1e-5, 1e-5       # the acceptance bound: float32 against float32
 
 #: (id, device, execute options)
 PATHS = [("graph", "numpy", {"ir": "graph"}),
-         ("procedural", "numpy", {"ir": "procedural", "debug": True})]
+         ("procedural", "numpy", {"ir": "procedural", "debug": True}),
+         ("opencl", "opencl", {})]
 
 
 def path_params() -> list:
-    return [pytest.param((dev, opts), id=name) for name, dev, opts in PATHS]
+    """The paths as pytest params; a device that cannot run here is skipped, saying why."""
+    from backends import opencl_missing
+    why = {"opencl": opencl_missing()}
+    return [pytest.param((dev, opts), id=name,
+                         marks=[pytest.mark.skip(reason=why[name])] if why.get(name) else [])
+            for name, dev, opts in PATHS]
 
 
 def run(path, **extra) -> ad.Report:

@@ -34,6 +34,7 @@ from ...errors import FeederError, ReceiverError
 from ...graph.rng import iteration_words
 from ...graph import dtypes
 from ..host import check_feed
+from . import control
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
 #: in flight on the device
@@ -175,6 +176,7 @@ class Launch:
     local_size: tuple
     kernel: object = None
     rand: bool = False        # draws random numbers: needs the current iteration words
+    counters: bool = False    # reads loop counters: needs them written (control.py)
 
 
 @dataclass
@@ -279,6 +281,7 @@ class Executable:
         self._pending: collections.deque = collections.deque()
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
+        self._dev_counters = None
         self._record: list | None = None    # Feeder staging arrays since the checkpoint
         self._replay: collections.deque | None = None
         self._events: list = []             # Feeder writes not known to be complete
@@ -324,11 +327,15 @@ class Executable:
             if type(st) is Launch:
                 if st.rand and self._words != self._dev_words:
                     self._write_words()
+                if st.counters and control.counters_now(self) != self._dev_counters:
+                    control.write_counters(self)
                 ev = enqueue(q, st.kernel, st.global_size, st.local_size)
                 if prof is not None:
                     prof.append((st.name, ev))
             elif type(st) is Loop:
                 self._loop(st)
+            elif type(st) in control.STEPS:        # If / While (control.py)
+                st.run(self)
             elif type(st) is Feed:
                 if st.pending is None:          # not called at its iteration's start
                     self._call_feed(st)
