@@ -19,13 +19,14 @@ RTOL, ATOL = 1e-5, 1e-5       # the acceptance bound: float32 against float32
 #: (id, device, execute options)
 PATHS = [("graph", "numpy", {"ir": "graph"}),
          ("procedural", "numpy", {"ir": "procedural", "debug": True}),
-         ("opencl", "opencl", {})]
+         ("opencl", "opencl", {}),
+         ("tvm", "tvm", {})]
 
 
 def path_params() -> list:
     """The paths as pytest params; a device that cannot run here is skipped, saying why."""
-    from backends import opencl_missing
-    why = {"opencl": opencl_missing()}
+    from autodiff.device import unavailable
+    why = {"opencl": unavailable("opencl"), "tvm": unavailable("tvm")}
     return [pytest.param((dev, opts), id=name,
                          marks=[pytest.mark.skip(reason=why[name])] if why.get(name) else [])
             for name, dev, opts in PATHS]

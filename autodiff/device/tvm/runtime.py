@@ -26,6 +26,7 @@ from ...errors import FeederError
 from ...graph.ir import Op
 from ...graph.rng import iteration_words
 from ..host import call_feeder, call_receiver, check_memory
+from . import control
 from .batch import batched_name, stacked_inputs
 from .plan import Loop, Segment, batch_segment
 
@@ -59,6 +60,7 @@ class Executable:
         self.outputs, self.stages, self.library = list(outputs), stages, library
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.index: dict = {}       # loop key -> iteration (INDEX inputs, control.py)
         self._fns = {}
         self._used = _used_ids(steps)
 
@@ -80,7 +82,8 @@ class Executable:
             self._run(self.steps, vars_, env)
         finally:
             for v, t in vars_.items():
-                store[v] = t.numpy()
+                if not v.transient:             # lowering's temporaries stay here
+                    store[v] = t.numpy()
         self.vals = {i: (env[i].numpy() if not isinstance(env[i], np.ndarray) else env[i])
                      for i in self.outputs}
 
@@ -88,6 +91,8 @@ class Executable:
         for step in steps:
             if isinstance(step, Loop):
                 self._loop(step, vars_, env)
+            elif isinstance(step, control.STEPS):      # IF, WHILE (control.py)
+                step.run(self, vars_, env)
             else:
                 self._segment(step, vars_, env)
 
@@ -102,6 +107,7 @@ class Executable:
                 k += size
         for k in range(k, n):
             self.iters[-1] = k
+            self.index[loop.node.arg.index] = k
             snapshot = dict(vars_)
             try:
                 self._run(loop.steps, vars_, env)
@@ -125,6 +131,8 @@ class Executable:
                     args.append(vars_[key[1]])
                 elif key[0] == "val":
                     args.append(env[key[1]])
+                elif key[0] == "index":
+                    args.append(self._tensor(control.index_value(key, self.index)))
                 else:
                     args.append(self._tensor(np.array(iteration_words(self.iters), np.uint32)))
             res = self._fn(seg.name)(*args)
@@ -162,6 +170,8 @@ class Executable:
                 args.append(env[key[1]])
             elif key[0] == "val":
                 args.append(self._tensor(np.stack([f[key[1]] for f in fed])))
+            elif key[0] == "index":
+                args.append(self._tensor(control.index_rows(key, start, size)))
             else:
                 words = [iteration_words(self.iters[:-1] + [start + j]) for j in range(size)]
                 args.append(self._tensor(np.array(words, np.uint32)))
@@ -231,6 +241,9 @@ def _segments(steps):
     for s in steps:
         if isinstance(s, Loop):
             yield from _segments(s.steps)
+        elif isinstance(s, control.STEPS):
+            for blk in s.blocks():
+                yield from _segments(blk)
         else:
             yield s
 
@@ -241,6 +254,9 @@ def _used_ids(steps) -> set[int]:
     for s in steps:
         if isinstance(s, Loop):
             used |= _used_ids(s.steps)
+        elif isinstance(s, control.STEPS):
+            for blk in s.blocks():
+                used |= _used_ids(blk)
         elif s.outputs:
             used |= {k[1] for k in s.inputs if k[0] == "val"}
     return used

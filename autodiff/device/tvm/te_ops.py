@@ -247,6 +247,14 @@ def _gather(n: Node):
     return build
 
 
+def _put(n: Node):
+    """``PUT(base, row, t)``: ``base`` with row ``t`` (a 0-d int32 tensor) replaced."""
+    def build(base, row, t):
+        return te.compute(n.shape, lambda i, *r: tirx.Select(i == t[()], row[r],
+                                                               base[(i, *r)]), name="put")
+    return build
+
+
 def gather_check(n: Node):
     """TE for ``int32[1]``: how many indices of the ``GATHER`` node ``n`` lie outside
     ``[0, N)`` (``N`` = table rows), from the index tensor alone."""
@@ -320,13 +328,20 @@ TE = {
     Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
     Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(a == b), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
+    Op.FLOORDIV: _ew(_floordiv, "floordiv"), Op.MOD: _ew(_mod, "mod"),
+    Op.AND: _ew(lambda a, b: tirx.And(a, b) if _dt(a) == "bool" else tirx.bitwise_and(a, b),
+                "and"),
+    Op.OR: _ew(lambda a, b: tirx.Or(a, b) if _dt(a) == "bool" else tirx.bitwise_or(a, b),
+               "or"),
+    Op.XOR: _ew(lambda a, b: a != b if _dt(a) == "bool" else tirx.bitwise_xor(a, b), "xor"),
+    Op.NOT: _ew(_not, "not"), Op.SHL: _ew(_shl, "shl"), Op.SHR: _ew(_shr, "shr"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
     Op.EXPAND: lambda n: lambda x: topi.broadcast_to(x, list(n.arg)),
     Op.SLICE: _slice, Op.PAD: _pad, Op.WINDOW: _window,
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
-    Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
+    Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand, Op.PUT: _put,
 }
 
 
