@@ -23,13 +23,14 @@ PATHS = [("graph", "numpy", {"ir": "graph"}),
          ("tvm", "tvm", {})]
 
 
-def path_params() -> list:
-    """The paths as pytest params; a device that cannot run here is skipped, saying why."""
+def path_params(*only: str) -> list:
+    """The paths (``only`` those named, if given) as pytest params; a device that cannot
+    run here is skipped, saying why."""
     from autodiff.device import unavailable
     why = {"opencl": unavailable("opencl"), "tvm": unavailable("tvm")}
     return [pytest.param((dev, opts), id=name,
                          marks=[pytest.mark.skip(reason=why[name])] if why.get(name) else [])
-            for name, dev, opts in PATHS]
+            for name, dev, opts in PATHS if not only or name in only]
 
 
 def run(path, **extra) -> ad.Report:
