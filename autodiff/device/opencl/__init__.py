@@ -132,20 +132,7 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target,
                                      **{"top": False, "guard": guard, **kw})
     for s in stmts:
         if isinstance(s, For):
-            mine: dict = {}
-            body = _steps(s.body, off, bodies, mine, chain_work, target, False, guard)
-            if len(s.range) and all(type(x) is Launch and mine[x][0] and not _rand(mine[x][1])
-                                    for x in body):
-                name = f"loop{len(bodies)}"
-                members = [m for x in body for m in mine[x][1]]
-                depth = int(s.var[1:])
-                src = control.loop_kernel(name, len(s.range), depth, members)
-                la = Launch(name, (1,), (1,))
-                la.counters = True
-                launches[la] = (False, [src])
-                steps.append(la)
-                continue
-            launches.update(mine)
+            body = sub(s.body)
             feeds = [x for x in body if type(x) is Feed]
             callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
                             for x, _ in _walk(s.body))
@@ -213,11 +200,6 @@ def _walk(stmts):
         if isinstance(s, (For, If, While)):
             for blk in s.blocks():
                 yield from _walk(blk)
-
-
-def _rand(members) -> bool:
-    """Whether kernel bodies draw random numbers (they read the host's iteration words)."""
-    return any(philox.uses_iteration_words(m.src) for m in members)
 
 
 def _on_device(s: If, target) -> bool:

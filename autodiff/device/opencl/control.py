@@ -13,9 +13,6 @@
   or launch chain), so the host enqueues both branches and never waits. A branch with host
   callbacks (Feeders, Receivers) or loops needs the host's decision: one 4-byte blocking
   read of the flag, then the host runs the branch taken.
-* **Loops on the device.** A ``For`` whose body is only small kernels (a scan's step, on a
-  CPU device that chains launches) runs as one launch: a single work-item loops over the
-  iterations, writing its own counter and calling the bodies in turn (:func:`loop_kernel`).
 * **While.** A host loop around the compiled condition and body: each iteration reads the
   predicate back (a condition on counters needs no read). An outermost ``While`` with host
   callbacks snapshots the loop-written parameters on the device before each iteration, so
@@ -176,31 +173,6 @@ def _read_flag(exe, offset: int, dtype: str) -> bool:
     host = np.empty(1, ctype)
     cl.enqueue_copy(exe.queue, host, exe.arena, src_offset=offset, is_blocking=True)
     return bool(host[0] != 0)
-
-
-def loop_kernel(name: str, count: int, depth: int, bodies: list):
-    """A one-work-item kernel running a whole ``For`` of ``count`` iterations on the
-    device: each iteration writes counter ``depth`` and runs ``bodies`` (small kernel
-    bodies, :mod:`.chain`'s, guards included) in order; the counter's previous value is
-    restored at the end. One launch instead of launches per iteration: a scan's steps."""
-    from .chain import _guarded
-    from .dialect import OPENCL as d, body_name
-    from .kernels import Source
-    slot = COUNTERS + depth
-    L = ["__attribute__((reqd_work_group_size(1, 1, 1)))",
-         d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
-         f"  const float saved = buf[{slot}];",
-         f"  for (int t = 0; t < {count}; t++) {{",
-         f"    buf[{slot}] = as_float(t);"]
-    for b in bodies:
-        g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
-        loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
-        args = ", ".join(f"g{i}" if g[i] > 1 else "0" for i in range(3))
-        call = f"{body_name(b.name)}(buf, {args});"
-        L.append("    " + _guarded(b) + " ".join(loops + [call]))
-    L += ["  }", f"  buf[{slot}] = saved;", "}"]
-    return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies) * count,
-                  whole=True)
 
 
 #: step types the runtime hands to their ``run(exe)``
