@@ -16,8 +16,11 @@ from __future__ import annotations
 import time
 
 from ...graph.dtypes import storage
-from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, If,
-                              IndexValue, Kernel, ReceiverRead, Reduce, While)
+from ...graph.ir import Op
+from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
+                              If, IndexValue, Kernel, ReceiverRead, Reduce, ScatterAdd, While)
+from .. import empty
+from ..host import ignored
 from . import chain, codegen, control, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
@@ -121,22 +124,28 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, target,
+def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
            top: bool = True, guard: str | None = None):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
+    ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
+    list of index-checked graph nodes, the check id of each being its position + 1)``.
     ``guard``: a C condition every kernel here runs under (a branch decided on the device,
     :mod:`.control`)."""
+    nodes, sites, checked = ctx
     steps = []
     sub = lambda stmts, **kw: _steps(stmts, off, bodies, launches, chain_work, target,  # noqa
-                                     **{"top": False, "guard": guard, **kw})
+                                     ctx, **{"top": False, "guard": guard, **kw})
     for s in stmts:
         if isinstance(s, For):
+            site = next(sites, "?")
             body = sub(s.body)
             feeds = [x for x in body if type(x) is Feed]
-            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
-                            for x, _ in _walk(s.body))
-            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+            # Feeders run ahead (prefetch) only with no nested loop or host-decided branch
+            # with callbacks: those call their Feeders in place
+            inner = not any(isinstance(x, (For, While)) or (isinstance(x, If) and _callbacks(
+                x.then + x.orelse)) for x in s.body)
+            steps.append(Loop(s.range, body, feeds, recovers=top, site=site, inner=inner))
         elif isinstance(s, If) and _on_device(s, target):
             g = control.guard(s.cond, off)
             both = (lambda c: f"{guard} && {c}") if guard else (lambda c: c)
@@ -144,10 +153,9 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target,
         elif isinstance(s, If):
             steps.append(control.IfStep(_condition(s.cond, off), sub(s.then), sub(s.orelse)))
         elif isinstance(s, While):
-            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
-                            for x, _ in _walk(s.cond + s.body))
             steps.append(control.WhileStep(sub(s.cond), _condition(s.pred, off), sub(s.body),
-                                           s.max_iterations, recovers=top and callbacks))
+                                           s.max_iterations,
+                                           recovers=top and _callbacks(s.cond + s.body)))
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
@@ -155,10 +163,18 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target,
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
+            s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
+            if s is None:
+                continue
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
             s, counters = control.with_counters(s)
-            for src in codegen.kernel(name, s, off, d=BODY, target=target):
+            check = (1, None)
+            if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
+                node = nodes[s.out.node]
+                checked.append(node)
+                check = (len(checked), ignored(node))
+            for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check):
                 if guard is not None:
                     if src.whole:
                         raise NotImplementedError("opencl: a work-group kernel in a branch "
@@ -200,6 +216,11 @@ def _walk(stmts):
         if isinstance(s, (For, If, While)):
             for blk in s.blocks():
                 yield from _walk(blk)
+
+
+def _callbacks(stmts) -> bool:
+    """Whether ``stmts`` (nested blocks included) call Feeders or Receivers."""
+    return any(isinstance(x, (ReceiverRead, FeederWrite)) for x, _ in _walk(stmts))
 
 
 def _on_device(s: If, target) -> bool:
@@ -252,7 +273,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.target.for_device`'s choice;
+            tile) override :func:`.target.for_device`'s choice; ``prefetch`` is
+            ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
     Returns:
@@ -281,7 +303,11 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt)
+    nodes = {n.id: n for n in graph.walk()}
+    sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
+    checked: list = []
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt,
+                   (nodes, sites, checked))
     sources = _wrappers(by_launch)
     launches = list(by_launch)
     src = render.program([b for b in bodies if not b.whole] + sources)
@@ -313,7 +339,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["compile_s"] = time.perf_counter() - t_all
     stages["opencl"] = _Listing(src)
     exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
-                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL])
+                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
+                     checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)
     if report is not None:
         report.stats["opencl"] = stats
