@@ -216,7 +216,7 @@ def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
             sched.step()
         ad.Receiver(on_loss, [loss], name="loss")
         if validation is not None:                  # decided on the device, every N steps
-            ad.ir_if((i.float() + 1).remainder(eval_every) == 0,
+            ad.ir_if((i + 1) % eval_every == 0,
                      lambda: ad.Receiver(on_val, [validation(), i], name="val_loss"))
 
     t0 = time.perf_counter()

@@ -190,13 +190,15 @@ def _control_flow(stmts, members: bool):
                 prev = node(tail, end)
                 edges.append((tail, head))
             elif isinstance(s, If):
-                test = step(Use((s.cond,)), prev)
+                cond = (s.cond,) if isinstance(s.cond, Buffer) else ()
+                test = step(Use(cond), prev)
                 ends = [walk(s.then, test), walk(s.orelse, test)]
-                prev = step(Use((s.cond,)), ends)
+                prev = step(Use(cond), ends)
             elif isinstance(s, While):
                 head, tail = pair()
                 first = len(steps)
-                test = step(Use((s.pred,)), walk(s.cond, node(head, prev)))
+                pred = (s.pred,) if isinstance(s.pred, Buffer) else ()
+                test = step(Use(pred), walk(s.cond, node(head, prev)))
                 end = walk(s.body, test)
                 loops.append((s, first, len(steps) - 1))
                 edges.append((end, head))

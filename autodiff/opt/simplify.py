@@ -168,7 +168,8 @@ _EXACT = 2 ** 24           # integers of at most this magnitude are exact in flo
 @lru_cache(maxsize=1 << 16)
 def value_range(n: Node) -> tuple[float, float] | None:
     """Smallest and largest value ``n`` can take, where it follows from loop indices and
-    constants (``INDEX``, ``CONST``, casts, ``+ - *``, ``where``, views), else None.
+    constants (``INDEX``, ``CONST``, casts, ``+ - *``, ``//`` and ``%`` by a positive
+    constant, ``where``, views), else None.
     Values are integers of at most ``2**24`` in magnitude (exact in float32)."""
     op = n.op
     if op is Op.INDEX:
@@ -192,6 +193,15 @@ def value_range(n: Node) -> tuple[float, float] | None:
     elif op is Op.WHERE:
         a, b = value_range(n.srcs[1]), value_range(n.srcs[2])
         r = None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    elif op in (Op.MOD, Op.FLOORDIV):
+        a, c = value_range(n.srcs[0]), value_range(n.srcs[1])
+        if c is None or c[0] != c[1] or c[0] <= 0 or (a is None and "int" not in n.dtype):
+            return None
+        c = c[0]
+        if op is Op.FLOORDIV:
+            r = None if a is None else (a[0] // c, a[1] // c)
+        else:
+            r = a if a is not None and 0 <= a[0] and a[1] < c else (0, c - 1)
     else:
         return None
     return r if r is not None and max(abs(r[0]), abs(r[1])) <= _EXACT else None

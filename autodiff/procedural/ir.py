@@ -473,11 +473,13 @@ class For(Stmt):
 
 @dataclass(eq=False)
 class If(Stmt):
-    """``then`` runs when element 0 of ``cond`` (a 1-element buffer) is nonzero, else
-    ``orelse``. Whether a device decides on the host (reading ``cond`` back) or on the
-    device (every kernel of the branches reads ``cond``) is the device's choice: ``cond``
-    stays live through both branches."""
-    cond: Buffer
+    """``then`` runs when the condition is nonzero, else ``orelse``. The condition is
+    element 0 of ``cond``, a 1-element buffer, or an :class:`IndexValue` (a condition on the
+    loop counters, e.g. ``i0 % 100 == 0``, which a host can evaluate without reading the
+    device). Whether a device decides on the host (reading ``cond`` back) or on the device
+    (every kernel of the branches reads ``cond``) is its choice: ``cond`` stays live
+    through both branches."""
+    cond: "Buffer | IndexValue"
     then: list[Stmt]
     orelse: list[Stmt]
     kind = "If"
@@ -489,7 +491,8 @@ class If(Stmt):
         return If(self.cond, blocks[0], blocks[1])
 
     def reads(self):
-        return _uniq([self.cond] + [b for blk in self.blocks() for s in blk for b in s.reads()])
+        own = [self.cond] if isinstance(self.cond, Buffer) else []
+        return _uniq(own + [b for blk in self.blocks() for s in blk for b in s.reads()])
 
     def writes(self):
         return _uniq(b for blk in self.blocks() for s in blk for b in s.writes())
@@ -497,11 +500,11 @@ class If(Stmt):
 
 @dataclass(eq=False)
 class While(Stmt):
-    """Repeat: run ``cond`` (statements that compute ``pred``, a 1-element buffer); stop if
-    element 0 of ``pred`` is zero or ``max_iterations`` iterations ran (None: no bound);
-    run ``body``. ``var`` names the iteration counter, as in :class:`For`."""
+    """Repeat: run ``cond`` (statements that compute ``pred``, a 1-element buffer or an
+    :class:`IndexValue`); stop if it is zero or ``max_iterations`` iterations ran (None: no
+    bound); run ``body``. ``var`` names the iteration counter, as in :class:`For`."""
     cond: list[Stmt]
-    pred: Buffer
+    pred: "Buffer | IndexValue"
     body: list[Stmt]
     max_iterations: int | None = None
     var: str = "i0"
@@ -514,7 +517,8 @@ class While(Stmt):
         return While(blocks[0], self.pred, blocks[1], self.max_iterations, self.var)
 
     def reads(self):
-        return _uniq([self.pred] + [b for blk in self.blocks() for s in blk for b in s.reads()])
+        own = [self.pred] if isinstance(self.pred, Buffer) else []
+        return _uniq(own + [b for blk in self.blocks() for s in blk for b in s.reads()])
 
     def writes(self):
         return _uniq(b for blk in self.blocks() for s in blk for b in s.writes())

@@ -34,8 +34,10 @@ from typing import Callable
 import networkx as nx
 
 from ..graph import dtypes
-from ..graph.ir import CONTROL, ELEMENTWISE, MOVEMENT, Graph, Node, Op, bodies, captures
+from ..graph.ir import (COMPARE, CONTROL, ELEMENTWISE, MOVEMENT, Graph, Node, Op, bodies,
+                        captures)
 from ..opt.lower_control import lower_control
+from ..opt.simplify import value_range
 from .access import And, Expr, Lt, Num, flat, ge, simplify, space_vars, unflat, Var
 from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elementwise,
                  FeederWrite, For, Gather, If, IndexValue, Load, Output, Program, Rand,
@@ -147,7 +149,8 @@ class _Lowering:
                     self.uses[o.id] = self.uses.get(o.id, 0) + 1
         self.outputs: dict[int, Buffer] = {}
         self.loopvar: dict[int, Var] = {}         # loop key -> its counter
-        self.dynamic = _dynamic_gathers(graph)    # GATHER ids lowered as views
+        self.index_ops = _index_values(graph)     # integer arithmetic on loop indices
+        self.dynamic = _dynamic_gathers(graph, self.index_ops)   # GATHERs that are views
 
     # -- buffers ------------------------------------------------------------------------
     def _name(self, base: str) -> str:
@@ -186,7 +189,7 @@ class _Lowering:
                 r = self.roots(n.srcs[0])
             elif n.op is Op.GATHER and n.id in self.dynamic:
                 r = self.roots(n.srcs[0])
-            elif n.op in (Op.CONST, Op.RAND, Op.INDEX):
+            elif n.op in (Op.CONST, Op.RAND, Op.INDEX) or n.id in self.index_ops:
                 r = frozenset()
             else:
                 r = frozenset((n.id,))
@@ -307,7 +310,7 @@ class _Lowering:
 
     def is_view(self, n) -> bool:
         """Whether node ``n`` lowers to a view (index arithmetic, no statement)."""
-        return n.op in _VIEW_OPS or n.id in self.dynamic
+        return n.op in _VIEW_OPS or n.id in self.dynamic or n.id in self.index_ops
 
     def _schedule(self, dag, nodes, pos, readers) -> list:
         by_id = {n.id: n for n in nodes}
@@ -442,6 +445,8 @@ class _Lowering:
             b = self.new_buffer(n.arg.name, n.shape, n.dtype, BufferKind.FEEDER, n.id)
             out.append(FeederWrite(n.arg, b))
             self.views[n.id] = buffer_view(b, n.shape)
+        elif n.id in self.index_ops and op is not Op.INDEX:
+            self.views[n.id] = View((), lambda idx, c=self.index_value(n): c)
         elif op in ELEMENTWISE or op in (Op.DOT, Op.SUM, Op.RMAX):
             self.compute(n, out)
         elif op is Op.INDEX:
@@ -500,10 +505,30 @@ class _Lowering:
         else:
             raise NotImplementedError(f"lowering: no rule for {op.name}")
 
-    def predicate(self, s: Node, out: list) -> Buffer:
-        """A 1-element buffer holding predicate ``s`` that nothing else writes (a kernel's
+    def index_value(self, n: Node) -> IndexValue:
+        """The access expression of an integer op on loop indices and constants."""
+        e = []
+        for s in n.srcs:
+            v = self.views[s.id].at([])
+            e.append(v.expr if isinstance(v, IndexValue) else Num(int(v.value)))
+        a, b = (e + [None, None])[:2]
+        expr = {Op.ADD: lambda: a + b, Op.SUB: lambda: a - b, Op.MUL: lambda: a * b,
+                Op.NEG: lambda: -a, Op.MOD: lambda: a % b, Op.FLOORDIV: lambda: a // b,
+                Op.CMPLT: lambda: Lt(a, b), Op.CMPLE: lambda: Lt(a, b + 1),
+                Op.CMPGT: lambda: Lt(b, a), Op.CMPGE: lambda: Lt(b, a + 1),
+                Op.CMPEQ: lambda: And(Lt(a, b + 1), Lt(b, a + 1)),
+                Op.CMPNE: lambda: 1 - And(Lt(a, b + 1), Lt(b, a + 1)),
+                Op.CAST: lambda: a}[n.op]()
+        return IndexValue(simplify(expr), n.dtype)
+
+    def predicate(self, s: Node, out: list):
+        """Predicate ``s`` as an :class:`IndexValue` (a condition on loop counters, which
+        the host can evaluate), else a 1-element buffer nothing else writes (a kernel's
         result, else a copy: a variable's buffer could be assigned in the branch)."""
         v = self.views[s.id]
+        iv = v.at([0] * len(s.shape))
+        if isinstance(iv, IndexValue):
+            return iv
         if v.buffer is not None and v.buffer.size == 1 and v.buffer.kind is BufferKind.TEMP \
                 and v.buffer not in self.params.values():
             return v.buffer
@@ -709,13 +734,49 @@ class _Lowering:
         raise NotImplementedError(f"lowering: no view rule for {op.name}")
 
 
-def _dynamic_gathers(graph: Graph) -> set[int]:
-    """Ids of the ``GATHER`` s of one row at a loop's ``INDEX`` whose every value is a row
-    of the table: they lower to views."""
+_INDEX_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.MOD, Op.FLOORDIV,
+                        Op.CAST}) | COMPARE
+_INTEGER = frozenset({"int32", "int64", "bool"})
+
+
+def _index_values(graph: Graph) -> set[int]:
+    """Ids of the 0-d integer (or bool) nodes computed from loop indices and integer
+    constants by ``+ - *``, ``//`` and ``%`` by a positive constant (of a value known not to
+    be negative), and comparisons: each lowers to an access expression over the loop
+    counters (an :class:`IndexValue`), no kernel."""
+    ok: set[int] = set()
+
+    def operand(s: Node) -> bool:
+        return s.shape == () and s.dtype in _INTEGER and (
+            s.id in ok or (s.op is Op.CONST and float(s.arg).is_integer()))
+
+    for n in graph.walk():
+        if n.shape != () or n.dtype not in _INTEGER:
+            continue
+        if n.op is Op.INDEX:
+            ok.add(n.id)
+        elif n.op in _INDEX_OPS and all(operand(s) for s in n.srcs) and any(
+                s.id in ok for s in n.srcs):
+            if n.op in (Op.MOD, Op.FLOORDIV) and not (
+                    n.srcs[1].op is Op.CONST and n.srcs[1].arg > 0
+                    and (value_range(n.srcs[0]) or (-1, 0))[0] >= 0):
+                continue                      # (C's / and % floor only from 0 up)
+            if n.op is Op.MUL and not any(s.op is Op.CONST for s in n.srcs):
+                continue
+            if n.op is Op.CAST and n.dtype == "bool" and n.srcs[0].dtype != "bool":
+                continue
+            ok.add(n.id)
+    return ok
+
+
+def _dynamic_gathers(graph: Graph, index_ops: set) -> set[int]:
+    """Ids of the ``GATHER`` s of one row at an index computed from loop indices whose
+    every value is a row of the table: they lower to views (dynamic slices)."""
     out = set()
     for n in graph.walk():
-        if n.op is Op.GATHER and n.srcs[1].op is Op.INDEX and n.srcs[1].shape == ():
-            b = n.srcs[1].arg.bounds()
+        idx = n.srcs[1] if n.op is Op.GATHER else None
+        if idx is not None and idx.shape == () and (idx.op is Op.INDEX or idx.id in index_ops):
+            b = value_range(idx)
             if b is not None and 0 <= b[0] and b[1] < n.srcs[0].shape[0]:
                 out.add(n.id)
     return out

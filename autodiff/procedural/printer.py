@@ -75,7 +75,8 @@ def format_stmt(s: Stmt, pad: str = "") -> list[str]:
             lines += format_stmt(b, pad + "    ")
         return lines
     if isinstance(s, If):
-        lines = [f"{pad}if {s.cond.name}[0]:"]
+        cond = f"{s.cond.name}[0]" if hasattr(s.cond, "name") else format_value(s.cond)
+        lines = [f"{pad}if {cond}:"]
         for b in s.then:
             lines += format_stmt(b, pad + "    ")
         if s.orelse:
@@ -88,7 +89,8 @@ def format_stmt(s: Stmt, pad: str = "") -> list[str]:
         lines = [f"{pad}while {s.var}{bound}:"]
         for b in s.cond:
             lines += format_stmt(b, pad + "    ")
-        lines.append(f"{pad}    break unless {s.pred.name}[0]")
+        pred = f"{s.pred.name}[0]" if hasattr(s.pred, "name") else format_value(s.pred)
+        lines.append(f"{pad}    break unless {pred}")
         for b in s.body:
             lines += format_stmt(b, pad + "    ")
         return lines

@@ -18,11 +18,19 @@ RTOL, ATOL = 1e-5, 1e-5       # the acceptance bound: float32 against float32
 
 #: (id, device, execute options)
 PATHS = [("graph", "numpy", {"ir": "graph"}),
-         ("procedural", "numpy", {"ir": "procedural", "debug": True})]
+         ("procedural", "numpy", {"ir": "procedural", "debug": True}),
+         ("opencl", "opencl", {}),
+         ("tvm", "tvm", {})]
 
 
-def path_params() -> list:
-    return [pytest.param((dev, opts), id=name) for name, dev, opts in PATHS]
+def path_params(*only: str) -> list:
+    """The paths (``only`` those named, if given) as pytest params; a device that cannot
+    run here is skipped, saying why."""
+    from autodiff.device import unavailable
+    why = {"opencl": unavailable("opencl"), "tvm": unavailable("tvm")}
+    return [pytest.param((dev, opts), id=name,
+                         marks=[pytest.mark.skip(reason=why[name])] if why.get(name) else [])
+            for name, dev, opts in PATHS if not only or name in only]
 
 
 def run(path, **extra) -> ad.Report:

@@ -96,3 +96,40 @@ def test_gather_at_the_index_is_a_view_in_the_procedural_ir():
     prog = ad.graph.trace.TRACER.last.stages["procedural"]
     assert not any(s.kind == "Gather" for s in prog.kernels())
     np.testing.assert_array_equal(np.stack(got), 2 * np.arange(12).reshape(6, 2)[1:6:2])
+
+
+def test_index_arithmetic_comparisons_and_modular_indexing(path):
+    """``data[i % n]``, ``i + 1``, ``i // 2``, comparisons and a branch on ``i % k == 0``
+    against the same Python loop."""
+    rows = np.arange(14, dtype=np.float32).reshape(7, 2)
+    data = ad.tensor(rows)
+    got = []
+
+    def body(i):
+        a = data[i % 7] * (i + 1).float()
+        flag = ((i // 2) * 3 < 10) | (i == 11)
+        ad.Receiver(lambda x, f: got.append(("row", x.tolist(), bool(f))), [a, flag])
+        ad.ir_if(i % 4 == 0, lambda: ad.Receiver(lambda j: got.append(("every4", int(j))),
+                                                 [i]))
+
+    ad.ir_for(range(3, 12), body)
+    run(path)
+    expect = []
+    for i in range(3, 12):
+        expect.append(("row", (rows[i % 7] * (i + 1)).tolist(), (i // 2) * 3 < 10 or i == 11))
+        if i % 4 == 0:
+            expect.append(("every4", i))
+    assert got == expect
+
+
+def test_branch_on_the_index_is_decided_without_a_kernel():
+    """``i % k == 0`` is an access expression of the loop counter: the If tests it on the
+    host, no kernel computes it."""
+    got = []
+    ad.ir_for(10, lambda i: ad.ir_if(i % 4 == 1, lambda: ad.Receiver(
+        lambda j: got.append(int(j)), [i])))
+    ad.execute(device="numpy", ir="procedural")
+    prog = ad.graph.trace.TRACER.last.stages["fused"]
+    branch = next(s for s, _ in prog.walk() if s.kind == "If")
+    assert type(branch.cond).__name__ == "IndexValue" and got == [1, 5, 9]
+    assert len(prog.kernels()) == 1                  # the Receiver's copy only

@@ -110,8 +110,11 @@ def test_reverse_nested_structures_and_length_only(path):
     assert float(c2.numpy()) == 32.0 and ys2.numpy().tolist() == [1, 2, 4, 8, 16]
 
 
+@pytest.mark.parametrize("path", path_params("graph", "procedural"))
 @pytest.mark.parametrize("reverse", [False, True])
 def test_checkpointed_scan_has_the_same_gradients(path, reverse):
+    """Segment sizes that divide the length or not, and the extremes (every device runs
+    ``checkpoint=3`` in the LSTM test)."""
     rng = np.random.default_rng(2)
     x0 = rng.standard_normal((11, 2, 3)).astype(np.float32)
     w0 = rng.standard_normal((3, 3)).astype(np.float32) * 0.6

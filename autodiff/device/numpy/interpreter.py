@@ -92,7 +92,7 @@ class Interpreter:
                 vals[n.id] = philox_uniform(*n.arg, self.iters, n.shape)
             elif kind == "receiver":
                 self._receive(n, [vals[s.id] for s in n.srcs])
-            elif kind == "checked":
+            elif kind == "checked":          # GATHER, SCATTER_ADD: indices checked
                 args = [vals[i] for i in step[3]]
                 rows = args[0].shape[0] if n.op is Op.GATHER else n.arg
                 check_indices(args[1], rows, n, tuple(self.iters))

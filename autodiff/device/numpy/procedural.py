@@ -183,9 +183,9 @@ class ProceduralExecutor:
                 [(id(b), b.spec) for b in s.body if isinstance(b, FeederWrite)]
             return lambda: self._loop(s.range, body, s.var, feeders, site)
         if isinstance(s, If):
-            cond = self._buf(s.cond)
+            cond = self._condition(s.cond)
             then, orelse = ([self._compile(b) for b in blk] for blk in (s.then, s.orelse))
-            return lambda: [f() for f in (then if cond[0] != 0 else orelse)] and None
+            return lambda: [f() for f in (then if cond() else orelse)] and None
         if isinstance(s, While):
             return self._while(s)
         raise NotImplementedError(f"numpy procedural executor: no rule for {type(s).__name__}")
@@ -395,10 +395,18 @@ class ProceduralExecutor:
         self.vals = {nid: self._buf(b).reshape(b.shape).copy()
                      for nid, b in self.program.outputs.items()}
 
+    def _condition(self, c):
+        """``f() -> bool``: a 1-element buffer's element 0, or an :class:`IndexValue` of
+        the loop counters, is nonzero."""
+        if isinstance(c, IndexValue):
+            return lambda: evaluate(c.expr, self.counters) != 0
+        buf = self._buf(c)
+        return lambda: buf[0] != 0
+
     def _while(self, s: While):
         cond = [self._compile(b) for b in s.cond]
         body = [self._compile(b) for b in s.body]
-        pred = self._buf(s.pred)
+        pred = self._condition(s.pred)
 
         def run():
             self.iters.append(0)
@@ -407,7 +415,7 @@ class ProceduralExecutor:
                 self.iters[-1] = self.counters[s.var] = k
                 for f in cond:
                     f()
-                if pred[0] == 0:
+                if not pred():
                     break
                 snapshot = [self._buf(b).copy() for b in self.params]
                 try:

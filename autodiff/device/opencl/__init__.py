@@ -6,6 +6,7 @@ when present) -> plan (:mod:`autodiff.alloc`, else one slot per buffer) -> rende
 (:mod:`.chain`: runs of small kernels become one single-work-item launch, the others get
 an NDRange wrapper) -> build, and returns
 an :class:`~.runtime.Executable` whose ``run`` drives the ``For`` loops from the host.
+Branches, while loops and loop counters: :mod:`.control`.
 
 Arena layout (floats): ``SLACK`` | error flag (16) | parameters written by loops |
 other parameters | outputs | planned buffers (temps, Feeder/Receiver staging) | ``SLACK``.
@@ -17,10 +18,10 @@ import time
 from ...graph.dtypes import storage
 from ...graph.ir import Op
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
-                              Kernel, ReceiverRead, ScatterAdd)
+                              If, IndexValue, Kernel, ReceiverRead, Reduce, ScatterAdd, While)
 from .. import empty
 from ..host import ignored
-from . import chain, codegen, kernels, philox, render, target
+from . import chain, codegen, control, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -84,7 +85,7 @@ def _plan(prog, stats) -> tuple[dict, int, object]:
 def _layout(prog, planned: dict, planned_bytes: int):
     """Float offsets of every buffer and the arena size (bytes), plus the region (byte
     offset, bytes) of the parameters loops write (what a checkpoint copies)."""
-    written = {id(b) for s, _ in prog.walk() if isinstance(s, For)
+    written = {id(b) for s, _ in prog.walk() if isinstance(s, (For, While))
                for b in s.writes() if b.kind is BufferKind.PARAM}
     params = [b for b in prog.buffers if b.kind is BufferKind.PARAM]
     params.sort(key=lambda b: id(b) not in written)
@@ -124,20 +125,37 @@ def _scratch(prog) -> tuple[int, int]:
 
 
 def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
-           top: bool = True):
+           top: bool = True, guard: str | None = None):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
-    list of index-checked graph nodes, the check id of each being its position + 1)``."""
+    list of index-checked graph nodes, the check id of each being its position + 1)``.
+    ``guard``: a C condition every kernel here runs under (a branch decided on the device,
+    :mod:`.control`)."""
     nodes, sites, checked = ctx
     steps = []
+    sub = lambda stmts, **kw: _steps(stmts, off, bodies, launches, chain_work, target,  # noqa
+                                     ctx, **{"top": False, "guard": guard, **kw})
     for s in stmts:
         if isinstance(s, For):
-            site = next(sites)
-            body = _steps(s.body, off, bodies, launches, chain_work, target, ctx, top=False)
+            site = next(sites, "?")
+            body = sub(s.body)
             feeds = [x for x in body if type(x) is Feed]
-            inner = not any(isinstance(x, For) for x in s.body)
+            # Feeders run ahead (prefetch) only with no nested loop or host-decided branch
+            # with callbacks: those call their Feeders in place
+            inner = not any(isinstance(x, (For, While)) or (isinstance(x, If) and _callbacks(
+                x.then + x.orelse)) for x in s.body)
             steps.append(Loop(s.range, body, feeds, recovers=top, site=site, inner=inner))
+        elif isinstance(s, If) and _on_device(s, target):
+            g = control.guard(s.cond, off)
+            both = (lambda c: f"{guard} && {c}") if guard else (lambda c: c)
+            steps += sub(s.then, guard=both(g)) + sub(s.orelse, guard=both(f"!{g}"))
+        elif isinstance(s, If):
+            steps.append(control.IfStep(_condition(s.cond, off), sub(s.then), sub(s.orelse)))
+        elif isinstance(s, While):
+            steps.append(control.WhileStep(sub(s.cond), _condition(s.pred, off), sub(s.body),
+                                           s.max_iterations,
+                                           recovers=top and _callbacks(s.cond + s.body)))
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
@@ -150,19 +168,27 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
                 continue
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
+            s, counters = control.with_counters(s)
             check = (1, None)
             if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
                 node = nodes[s.out.node]
                 checked.append(node)
                 check = (len(checked), ignored(node))
             for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check):
+                if guard is not None:
+                    if src.whole:
+                        raise NotImplementedError("opencl: a work-group kernel in a branch "
+                                                  "decided on the device")
+                    src.guard = guard
                 bodies.append(src)
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
                 if small and prev is not None and launches[prev][0]:
                     launches[prev][1].append(src)
+                    prev.counters = prev.counters or counters
                 else:
                     la = Launch(src.name, src.global_size, src.local_size)
+                    la.counters = counters
                     launches[la] = (small, [src])
                     steps.append(la)
         else:
@@ -182,6 +208,42 @@ def _wrappers(launches: dict) -> list:
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
         out.append(src)
     return out
+
+
+def _walk(stmts):
+    for s in stmts:
+        yield s, 0
+        if isinstance(s, (For, If, While)):
+            for blk in s.blocks():
+                yield from _walk(blk)
+
+
+def _callbacks(stmts) -> bool:
+    """Whether ``stmts`` (nested blocks included) call Feeders or Receivers."""
+    return any(isinstance(x, (ReceiverRead, FeederWrite)) for x, _ in _walk(stmts))
+
+
+def _on_device(s: If, target) -> bool:
+    """Whether a branch is decided on the device: its condition is a flag in the arena (a
+    condition on loop counters is cheaper on the host) and both branches hold only kernels
+    (and such branches), no work-group reductions (GPU targets)."""
+    if isinstance(s.cond, IndexValue):
+        return False
+    for x, _ in _walk(s.then + s.orelse):
+        if isinstance(x, If) and not isinstance(x.cond, IndexValue):
+            continue
+        if not isinstance(x, Kernel):
+            return False
+        k = x.kernel if isinstance(x, FusedKernel) else x
+        if target.reductions == "tree" and isinstance(k, Reduce):
+            return False
+    return True
+
+
+def _condition(c, off):
+    """What a host step tests: an :class:`IndexValue` as it is, a flag buffer as its
+    ``(byte offset, dtype)``."""
+    return c if isinstance(c, IndexValue) else (off[c.name] * 4, c.dtype)
 
 
 class _Listing:
@@ -249,6 +311,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     sources = _wrappers(by_launch)
     launches = list(by_launch)
     src = render.program([b for b in bodies if not b.whole] + sources)
+    counters = any(getattr(la, "counters", False) for la in launches)
+    if counters:
+        src += "\n" + control.SOURCE
     stats["render_s"] = time.perf_counter() - t
     stats["kernels"] = len(bodies)
     stats["launches"] = len(sources)
@@ -256,7 +321,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["source_chars"] = len(src)
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
-    _, kern, path = build(ctx, dev, src, [s.name for s in sources] + [philox.SET_KERNEL])
+    _, kern, path = build(ctx, dev, src, [s.name for s in sources] + [philox.SET_KERNEL]
+                          + ([control.SET_KERNEL] if counters else []))
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
     for la in launches:
@@ -275,6 +341,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))
+    exe.counter_kernel = kern.get(control.SET_KERNEL)
     if report is not None:
         report.stats["opencl"] = stats
     return exe

@@ -68,13 +68,20 @@ def work(stmt) -> int:
     return POINT_FLOPS * points
 
 
+def _guarded(body: Source) -> str:
+    """``if (cond) `` for a body in a branch decided on the device (``guard``, set by the
+    device's compile; see :mod:`.control`), else nothing."""
+    g = getattr(body, "guard", None)
+    return f"if ({g}) " if g else ""
+
+
 def wrap(body: Source, d=OPENCL) -> Source:
     """A kernel running ``body`` (rendered with :data:`~.dialect.BODY`) once per work-item
     of its own NDRange; same name and launch sizes."""
     ids = ", ".join(d.index("global", i) if i < len(body.global_size) else "0"
                     for i in range(3))
     src = (d.signature(body.name, [f"{d.pointer()} restrict buf"]) + " {\n"
-           f"  {body_name(body.name)}(buf, {ids});\n}}")
+           f"  {_guarded(body)}{body_name(body.name)}(buf, {ids});\n}}")
     return Source(body.name, src, body.global_size, body.local_size, body.flops)
 
 
@@ -87,7 +94,8 @@ def chain(name: str, bodies: list[Source], d=OPENCL) -> Source:
         g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
         loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
         args = ", ".join(f"g{i}" if g[i] > 1 else "0" for i in range(3))
-        L.append("  " + " ".join(loops + [f"{body_name(b.name)}(buf, {args});"]))
+        call = f"{body_name(b.name)}(buf, {args});"
+        L.append("  " + _guarded(b) + " ".join(loops + [call]))
     L.append("}")
     return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
 

@@ -21,8 +21,9 @@ import math
 from ...procedural import access as ax
 from ...procedural.access import Expr, Num, Var
 from ...procedural.ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct,
-                              Elementwise, FusedKernel, Gather, Load, Local, Output, Rand,
-                              Reduce, ScatterAdd, Select, Value, value_dtype, walk_values)
+                              Elementwise, FusedKernel, Gather, IndexValue, Load, Local,
+                              Output, Rand, Reduce, ScatterAdd, Select, Value, value_dtype,
+                              walk_values)
 from ...graph.ir import Op
 from . import dtypes as D
 from . import kernels as K
@@ -163,6 +164,8 @@ class Values:
                               f"{self.acc}.s{'0123456789abcdef'[lane]}", v.dtype)
         if isinstance(v, Rand):
             return philox.call(v.key, R.access(self.sub(v.index, extra)))
+        if isinstance(v, IndexValue):            # loop-counter arithmetic: an int (0/1 bool)
+            return f"((int)({R.access(self.sub(v.expr, extra))}))"
         if isinstance(v, Select):
             cond = R.access(self.sub(v.cond, extra))
             return (f"(({cond}) ? ({self.scalar(v.a, extra, lane)}) : "
@@ -198,7 +201,7 @@ class Values:
             return v.dtype == "float32"
         if isinstance(v, Local):
             return v.dtype in ("float32", "bool")
-        return not isinstance(v, Rand)      # random draws are built lane by lane
+        return not isinstance(v, (Rand, IndexValue))    # built lane by lane
 
     def vector(self, v: Value, vec: Var, w: int) -> str:
         """C expression of the ``float{w}`` vector of ``v`` at ``vec .. vec+w-1``.

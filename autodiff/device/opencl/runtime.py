@@ -46,7 +46,7 @@ from ...graph.ir import Op
 from ...graph.rng import iteration_words
 from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
-from . import codegen
+from . import codegen, control
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
 #: in flight on the device
@@ -193,7 +193,7 @@ class Staging:
                                       0, (count,) + tuple(shape), dtype)
         ev.wait()
         self._keep.append(buf)
-        return [a[i, ...] for i in range(count)]     # views, 0-d ones included
+        return [a[i, ...] for i in range(count)]   # views, 0-d ones too (not scalars)
 
 
 # -- steps --------------------------------------------------------------------------------
@@ -204,6 +204,7 @@ class Launch:
     local_size: tuple
     kernel: object = None
     rand: bool = False        # draws random numbers: needs the current iteration words
+    counters: bool = False    # reads loop counters: needs them written (control.py)
 
 
 @dataclass(eq=False)
@@ -361,6 +362,7 @@ class Executable:
         self._pending: collections.deque = collections.deque()
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
+        self._dev_counters = None           # loop counters last written to the arena
         self._replay: collections.deque | None = None
         self._record: list | None = None    # Feeder staging arrays of the current span
         self._ckpts: list = []              # the outermost loop's checkpoints (at most 2)
@@ -414,11 +416,15 @@ class Executable:
             if type(st) is Launch:
                 if st.rand and self._words != self._dev_words:
                     self._write_words()
+                if st.counters and control.counters_now(self) != self._dev_counters:
+                    control.write_counters(self)
                 ev = enqueue(q, st.kernel, st.global_size, st.local_size)
                 if prof is not None:
                     prof.append((st.name, ev))
             elif type(st) is Loop:
                 self._loop(st)
+            elif type(st) in control.STEPS:        # If / While (control.py)
+                st.run(self)
             elif type(st) is Feed:
                 if st.pending is None:          # in place: program order
                     if self._replay is None:
@@ -713,19 +719,31 @@ class Executable:
             self._flags.append(p.flag)
 
 
+def _blocks(s) -> list:
+    """The step lists inside step ``s``: a loop's body, a branch's or while loop's blocks."""
+    if type(s) is Loop:
+        return [s.body]
+    if type(s) is control.IfStep:
+        return [s.then, s.orelse]
+    if type(s) is control.WhileStep:
+        return [s.cond, s.body]
+    return []
+
+
 def _loops(steps):
     for s in steps:
         if type(s) is Loop:
             yield s
-            yield from _loops(s.body)
+        for blk in _blocks(s):
+            yield from _loops(blk)
 
 
 def _feeds(steps):
     for s in steps:
         if type(s) is Feed:
             yield s
-        elif type(s) is Loop:
-            yield from _feeds(s.body)
+        for blk in _blocks(s):
+            yield from _feeds(blk)
 
 
 def run_sources(sources: list, arena: np.ndarray, spec: str | None = None,

@@ -33,6 +33,7 @@ except ImportError as _e:            # pragma: no cover - exercised without the 
     raise ImportError("the tvm device needs Apache TVM: pip install 'autodiff[tvm]' "
                       "(apache-tvm==0.27.0.post1 with apache-tvm-ffi==0.1.14.post1)") from _e
 
+from ...opt.lower_control import lower_control
 from .plan import loops
 from .runtime import Executable
 from .schedule import schedule_module
@@ -129,7 +130,7 @@ def build(graph: Graph, target=None, tune: bool = False, trials: int = 64,
     tgt = make_target(target)
     stats: dict = {"target": str(tgt.kind.name)}
     t = time.perf_counter()
-    steps, mod = translate(graph, steps_per_call, prefetch)
+    steps, mod = translate(lower_control(graph), steps_per_call, prefetch)
     stats["translate_s"] = time.perf_counter() - t
     stats["steps_per_call"] = max((lp.steps_per_call for lp in loops(steps)), default=1)
     stats["kernels_unfused"] = _count_kernels(mod)
@@ -210,8 +211,9 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
     RuntimeError
         A GPU target on a machine without that GPU (after ``export`` was written).
     """
+    lowered = lower_control(graph)
     prefetch = options.get("prefetch")
-    steps, ex, listing, stats = build(graph, target, tune, trials, steps_per_call, prefetch)
+    steps, ex, listing, stats = build(lowered, target, tune, trials, steps_per_call, prefetch)
     tgt = make_target(target)
     if report is not None:
         report.stats["tvm"] = stats
@@ -227,8 +229,29 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
     # codegen + link happen here; a program of host callbacks only has no VM to load
     vm = relax.VirtualMachine(ex, dev, memory_cfg="pooled") if code else None
     stats["load_s"] = time.perf_counter() - t
-    return Executable(steps, vm, dev, [n.id for n in graph.outputs], {"tvm": listing}, ex,
-                      prefetch)
+    exe = Executable(steps, vm, dev, [n.id for n in lowered.outputs], {"tvm": listing}, ex,
+                     prefetch)
+    if lowered is not graph:
+        exe = _Renamed(exe, [(o.id, n.id) for o, n in zip(graph.outputs, lowered.outputs)])
+    return exe
+
+
+class _Renamed:
+    """An executable of the control-lowered graph whose ``vals`` are keyed by the node ids
+    of the graph given to :func:`compile` (its outputs by position)."""
+
+    def __init__(self, exe, ids):
+        self._exe, self._ids = exe, ids
+        self.vals: dict = {}
+
+    def run(self, store: dict) -> None:
+        try:
+            self._exe.run(store)
+        finally:
+            self.vals = {o: self._exe.vals[n] for o, n in self._ids if n in self._exe.vals}
+
+    def __getattr__(self, name):
+        return getattr(self._exe, name)
 
 
 def _device_for(tgt):

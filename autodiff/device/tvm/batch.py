@@ -58,9 +58,11 @@ def batched_name(seg: Segment, k: int) -> str:
 
 
 def stacked_inputs(seg: Segment) -> set:
-    """Input keys that differ per iteration (Feeder values, loop-index words)."""
+    """Input keys that differ per iteration (Feeder values, loop-index words, loop
+    indices)."""
     fed = {n.id for n in seg.feeders}
-    return {k for k in seg.inputs if k[0] == "iters" or (k[0] == "val" and k[1] in fed)}
+    return {k for k in seg.inputs if k[0] in ("iters", "index")
+            or (k[0] == "val" and k[1] in fed)}
 
 
 def body_flops(seg: Segment) -> float:

@@ -7,6 +7,8 @@ A graph (the top level or a loop body) becomes a list of steps in program order:
   then its ``RECEIVER`` callbacks get their values (in order). A new segment starts where a
   Feeder follows a Receiver, so every callback still sees program order.
 * :class:`Loop`: a ``FOR`` node; the host runs its body's steps once per iteration.
+* :class:`~.control.Branch` / :class:`~.control.WhileLoop`: an ``IF`` / ``WHILE`` node,
+  decided by the host from a value the device computed (:mod:`.control`).
 
 Values cross functions through the host environment by node id (``("val", id)``); variables
 (parameters, optimizer state) by ``("var", Variable)``: a segment reads a variable it
@@ -24,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...graph.ir import Graph, Node, Op, Variable, captures
+from . import control
 
 HOST = frozenset({Op.FEEDER, Op.RECEIVER, Op.FOR})
 #: ops whose indices are checked on the device (:func:`.te_ops.gather_check`)
@@ -69,6 +72,9 @@ def loops(steps: list):
         if isinstance(s, Loop):
             yield s
             yield from loops(s.steps)
+        elif isinstance(s, control.STEPS):
+            for blk in s.blocks():
+                yield from loops(blk)
 
 
 def batch_segment(loop: Loop) -> Segment | None:
@@ -100,6 +106,16 @@ def _split(graph: Graph, counter) -> list:
             seg = None
             steps.append(Loop(n, _split(n.arg.body, counter)))
             continue
+        if n.op is Op.IF:
+            seg = None
+            steps.append(control.Branch(n, _split(n.arg.then, counter),
+                                        _split(n.arg.orelse, counter)))
+            continue
+        if n.op is Op.WHILE:
+            seg = None
+            steps.append(control.WhileLoop(n, _split(n.arg.cond, counter),
+                                           _split(n.arg.body, counter)))
+            continue
         if seg is None or (n.op is Op.FEEDER and seg.receivers):
             seg = Segment(f"seg{next(counter)}")
             steps.append(seg)
@@ -116,6 +132,8 @@ def _reads(step) -> set[int]:
     """Node ids a step reads from outside itself (host env values)."""
     if isinstance(step, Loop):
         return {s.id for s in captures(step.node.arg.body)}
+    if isinstance(step, control.STEPS):
+        return {s.id for s in captures(step.node)} | {s.id for s in step.node.srcs}
     own = {n.id for n in step.nodes}
     out = {s.id for n in step.nodes for s in n.srcs if s.id not in own}
     out |= {s.id for r in step.receivers for s in r.srcs}
@@ -130,6 +148,12 @@ def _wire(steps: list, live_out: set[int]) -> None:
             body_live = {s.id for s in captures(step.node.arg.body)}
             _wire(step.steps, set())
             live |= body_live
+            continue
+        if isinstance(step, control.STEPS):
+            outs = [{o.id for o in g.outputs} for g in step.node.arg.graphs()]
+            for blk, out in zip(step.blocks(), outs):
+                _wire(blk, out)
+            live |= _reads(step)
             continue
         _wire_segment(step, live)
         live |= _reads(step)
@@ -150,6 +174,8 @@ def _wire_segment(seg: Segment, live: set[int]) -> None:
             assigned[n.arg.id] = n.arg
         elif n.op is Op.RAND:
             inputs.setdefault(("iters",), None)
+        elif n.op is Op.INDEX:
+            inputs.setdefault(("index", n.arg), None)
     outputs = [("var", v) for v in assigned.values()]
     outputs += [("val", n.id) for n in seg.nodes if n.id in need]
     if any(n.op in CHECKED for n in seg.nodes):

@@ -35,6 +35,7 @@ from ...errors import IndexOutOfRange
 from ...graph.rng import iteration_words
 from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_memory,
                     deferred_interrupts, op_name, prefetch_option)
+from . import control
 from .batch import batched_name, stacked_inputs
 from .plan import CHECKED, Loop, Segment, batch_segment
 
@@ -71,6 +72,7 @@ class Executable:
         self.prefetch = prefetch_option(prefetch)
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.index: dict = {}       # loop key -> iteration (INDEX inputs, control.py)
         self.progress = Progress()
         self._fns = {}
         self._used = _used_ids(steps)
@@ -103,8 +105,8 @@ class Executable:
         try:
             self._run(self.steps, vars_, env)
         finally:
-            with deferred_interrupts():
-                values = {v: t.numpy() for v, t in vars_.items()}
+            with deferred_interrupts():     # lowering's temporaries (transient) stay here
+                values = {v: t.numpy() for v, t in vars_.items() if not v.transient}
                 store.update(values)
         self.vals = {i: (env[i].numpy() if not isinstance(env[i], np.ndarray) else env[i])
                      for i in self.outputs}
@@ -113,6 +115,8 @@ class Executable:
         for step in steps:
             if isinstance(step, Loop):
                 self._loop(step, vars_, env)
+            elif isinstance(step, control.STEPS):      # IF, WHILE (control.py)
+                step.run(self, vars_, env)
             else:
                 self._segment(step, vars_, env)
 
@@ -151,6 +155,7 @@ class Executable:
                     continue
                 self.iters[-1] = k
                 self._fed = ahead.take(k) if ahead is not None else None
+                self.index[loop.node.arg.index] = k
                 self._run(loop.steps, vars_, env)
                 k += 1
             if top:
@@ -194,6 +199,8 @@ class Executable:
                     args.append(vars_[key[1]])
                 elif key[0] == "val":
                     args.append(env[key[1]])
+                elif key[0] == "index":
+                    args.append(self._tensor(control.index_value(key, self.index)))
                 else:
                     args.append(self._tensor(np.array(iteration_words(self.iters), np.uint32)))
             res = self._fn(seg.name)(*args)
@@ -223,6 +230,8 @@ class Executable:
                 args.append(env[key[1]])
             elif key[0] == "val":
                 args.append(self._tensor(np.stack([f[key[1]] for f in fed])))
+            elif key[0] == "index":
+                args.append(self._tensor(control.index_rows(key, start, size)))
             else:
                 words = [iteration_words(self.iters[:-1] + [start + j]) for j in range(size)]
                 args.append(self._tensor(np.array(words, np.uint32)))
@@ -262,6 +271,9 @@ class Executable:
         vars_.update(begin)
         for j, values in enumerate(fed):
             self.iters[-1] = start + j
+            for key in seg.inputs:      # the loop's indices (all stacked: innermost loop)
+                if key[0] == "index":
+                    self.index[key[1].key] = start + j
             if receive:
                 self._ahead.fill(start + j + self.prefetch)
             self._segment(seg, vars_, env, fed=values, receive=receive)
@@ -298,6 +310,9 @@ def _segments(steps):
     for s in steps:
         if isinstance(s, Loop):
             yield from _segments(s.steps)
+        elif isinstance(s, control.STEPS):
+            for blk in s.blocks():
+                yield from _segments(blk)
         else:
             yield s
 
@@ -308,6 +323,9 @@ def _used_ids(steps) -> set[int]:
     for s in steps:
         if isinstance(s, Loop):
             used |= _used_ids(s.steps)
+        elif isinstance(s, control.STEPS):
+            for blk in s.blocks():
+                used |= _used_ids(blk)
         elif s.outputs:
             used |= {k[1] for k in s.inputs if k[0] == "val"}
     return used

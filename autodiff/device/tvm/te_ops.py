@@ -314,6 +314,14 @@ def _gather(n: Node):
     return build
 
 
+def _put(n: Node):
+    """``PUT(base, row, t)``: ``base`` with row ``t`` (a 0-d int32 tensor) replaced."""
+    def build(base, row, t):
+        return te.compute(n.shape, lambda i, *r: tirx.Select(i == t[()], row[r],
+                                                               base[(i, *r)]), name="put")
+    return build
+
+
 _INT_MAX, _INT_MIN = 2 ** 31 - 1, -(2 ** 31)
 
 
@@ -425,7 +433,7 @@ TE = {
     Op.EXPAND: lambda n: lambda x: topi.broadcast_to(x, list(n.arg)),
     Op.SLICE: _slice, Op.PAD: _pad, Op.WINDOW: _window,
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
-    Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
+    Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand, Op.PUT: _put,
 }
 
 

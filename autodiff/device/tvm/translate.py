@@ -15,6 +15,7 @@ from tvm import relax, topi
 
 from ...graph.ir import Graph, Node, Op
 from .batch import choose_steps_per_call, emit_batched
+from . import control
 from .plan import CHECKED, Loop, Segment, batch_segment, loops, plan
 from .te_ops import TE, build_te, gather_check, storage
 
@@ -23,7 +24,13 @@ def segments(steps) -> list[Segment]:
     """Every segment of a plan, loop bodies included, in program order."""
     out = []
     for s in steps:
-        out.extend(segments(s.steps) if isinstance(s, Loop) else [s])
+        if isinstance(s, Loop):
+            out.extend(segments(s.steps))
+        elif isinstance(s, control.STEPS):
+            for blk in s.blocks():
+                out.extend(segments(blk))
+        else:
+            out.append(s)
     return out
 
 
@@ -41,6 +48,10 @@ def _param(key, nodes: dict[int, Node], lead: tuple = ()):
         return relax.Var(f"{v.name or 'var'}_{v.id}".replace(".", "_"), _ty(v.shape, v.dtype))
     if key[0] == "iters":
         return relax.Var("iters", relax.TensorType(lead + (2,), "uint32"))
+    if key[0] == "index":
+        a = key[1]
+        return relax.Var(f"index_{a.key}_{a.start}_{a.step}".replace("-", "m"),
+                         relax.TensorType(lead, "int32"))
     n = nodes[key[1]]
     return relax.Var(f"{n.op.name.lower()}_{n.id}", _ty(lead + tuple(n.shape), n.dtype))
 
@@ -60,6 +71,10 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
                 elif n.op is Op.RAND:
                     vals[n.id] = bb.emit_te(TE[n.op](n), env[("iters",)],
                                             primfunc_name_hint="rand")
+                elif n.op is Op.INDEX:
+                    vals[n.id] = env[("index", n.arg)]
+                elif n.op is Op.AFTER:
+                    vals[n.id] = vals[n.srcs[0].id]
                 elif n.op in TE:
                     vals[n.id] = bb.emit_te(build_te(n), *[vals[s.id] for s in n.srcs],
                                             primfunc_name_hint=n.op.name.lower())
