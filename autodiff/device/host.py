@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 
-from ..errors import DeviceOutOfMemory, FeederError, ReceiverError
+from ..errors import (CallbackError, DeviceOutOfMemory, DistributedError, FeederError,
+                      ReceiverError)
 from ..graph import dtypes
 from ..graph.ir import MOVEMENT, Op
 
@@ -99,3 +100,31 @@ def call_receiver(spec, it: tuple, arrays) -> None:
         spec.fn(*arrays)
     except Exception as e:
         raise ReceiverError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
+
+
+def call_callback(spec, it: tuple, arrays) -> np.ndarray:
+    """``spec.fn(*arrays)`` for a ``CALLBACK`` node (``spec``: its
+    :class:`~autodiff.graph.ir.CallbackSpec`), with fresh numpy copies of the operand
+    values (device storage arrays in, host dtypes given to ``fn``); returns the result checked against ``spec.shape``/``spec.dtype`` and converted
+    to the device storage dtype (a C-contiguous array the device owns).
+
+    Raises:
+        CallbackError: the function raised or returned a wrong value.
+        DistributedError: raised by a collective (another process failed): unchanged.
+    """
+    dts = spec.dtypes or (None,) * len(arrays)
+    arrays = [np.array(a) if dt is None else np.array(a, dtype=dtypes.host(dt))
+              for a, dt in zip(arrays, dts)]
+    try:
+        v = spec.fn(*arrays)
+    except DistributedError:
+        raise
+    except Exception as e:
+        raise CallbackError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
+    if not isinstance(v, np.ndarray) or tuple(v.shape) != tuple(spec.shape) or \
+            v.dtype != dtypes.host(spec.dtype):
+        got = (f"shape {list(v.shape)} {v.dtype}" if isinstance(v, np.ndarray)
+               else type(v).__name__)
+        raise CallbackError(spec.name, it, f"expected a numpy array of shape "
+                                           f"{list(spec.shape)} {spec.dtype}, got {got}")
+    return np.array(dtypes.to_storage(v, spec.dtype), order="C", copy=True)

@@ -14,7 +14,7 @@ from ...graph import dtypes
 from ...graph.ir import Graph, Node, Op
 from ...graph.reference import KERNELS, kernel
 from ...graph.rng import philox_uniform
-from ..host import call_feeder, call_receiver, check_memory
+from ..host import call_callback, call_feeder, call_receiver, check_memory
 from . import control
 
 
@@ -77,6 +77,9 @@ class Interpreter:
                 vals[n.id] = philox_uniform(*n.arg, self.iters, n.shape)
             elif kind == "receiver":
                 self._receive(n, [vals[s.id] for s in n.srcs])
+            elif kind == "callback":
+                vals[n.id] = call_callback(n.arg, tuple(self.iters),
+                                           [vals[s.id] for s in n.srcs])
             elif kind == "for":
                 self._loop(n, step[2], store)
             elif kind in control.KINDS:
