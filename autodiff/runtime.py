@@ -148,7 +148,7 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     store = {v: dtypes.to_storage(v.value, v.dtype) for v in _variables(opt_graph)}
     TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
     try:
-        exe.run(store)
+        _run_program(opt_graph, exe, store)
     finally:
         for var, value in store.items():
             var.value = np.array(value, dtype=var.value.dtype, copy=True)
@@ -162,6 +162,14 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     if verbose:
         print(report, file=sys.stdout)
     return report
+
+
+def _run_program(graph: Graph, exe, store: dict) -> None:
+    """``exe.run(store)``; in a distributed run (several processes) a program holding
+    collectives runs under :func:`autodiff.distributed.agreement.run`, so that a failure
+    on one process stops every process (:class:`~autodiff.errors.DistributedError`)."""
+    from .distributed import agreement
+    agreement.run(graph, exe, store)
 
 
 def _variables(graph: Graph) -> list[Variable]:

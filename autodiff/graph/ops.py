@@ -46,12 +46,19 @@ def const(value, shape=(), dtype="float32") -> Node:
     return _emit(Op.CONST, (), shape, dtype, value)
 
 
+#: added to every ``RAND`` seed (mod 2**32) when it is traced: a distributed run
+#: (:func:`autodiff.distributed.seed_by_rank`) sets it to a multiple of the rank so that
+#: device random draws differ per process; 0 (rank 0, one process): unchanged
+SEED_OFFSET = [0]
+
+
 def rand(shape, seed: int, stream: int = 0) -> Node:
     """float32 uniform samples in ``[0, 1)`` of ``shape``, new in every loop iteration.
 
     A counter-based draw (Philox-4x32-10, :mod:`autodiff.graph.rng`) keyed by ``(seed,
     stream)`` and countered by the loop indices and the element index, so every device
-    produces the same numbers. Never requires grad.
+    produces the same numbers. Never requires grad. The key's seed is ``seed`` plus
+    :data:`SEED_OFFSET` (mod 2**32).
 
     Raises:
         ValueError: ``seed`` or ``stream`` is not in ``[0, 2**32)``.
@@ -59,6 +66,7 @@ def rand(shape, seed: int, stream: int = 0) -> Node:
     seed, stream = int(seed), int(stream)
     if not (0 <= seed < 2 ** 32 and 0 <= stream < 2 ** 32):
         raise ValueError(f"rand: seed and stream must be in [0, 2**32), got {seed}, {stream}")
+    seed = (seed + SEED_OFFSET[0]) % 2 ** 32
     return TRACER.emit(Node(Op.RAND, (), tuple(int(d) for d in shape), "float32",
                             (seed, stream), user_site()))
 
