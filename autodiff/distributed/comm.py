@@ -95,15 +95,15 @@ class Comm:
             out = np.empty_like(work)
             self.comm.Allreduce(work, out, op=MPI.MAX if op == "max" else MPI.MIN)
         if op == "mean":
-            out = out / np.asarray(self.size, out.dtype)
-        return out.astype(x.dtype, copy=False)
+            out = np.asarray(out / np.asarray(self.size, out.dtype))
+        return np.asarray(out.astype(x.dtype, copy=False))
 
     def broadcast(self, x: np.ndarray, src: int) -> np.ndarray:
         """Process ``src``'s ``x`` on every process (a new array)."""
         buf = np.array(_wide(x), order="C", copy=True)
         if self.size > 1:
             self.comm.Bcast(buf, root=src)
-        return buf.astype(x.dtype, copy=False)
+        return np.asarray(buf.astype(x.dtype, copy=False))
 
     def reduce(self, x: np.ndarray, op: str, dst: int) -> np.ndarray:
         """The reduction ``op`` of every process's ``x`` on process ``dst``, zeros on the
@@ -117,14 +117,14 @@ class Comm:
             mop = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
             self.comm.Reduce(work, out if self.rank == dst else None, op=mop, root=dst)
         if op == "mean" and self.rank == dst:
-            out = out / np.asarray(self.size, out.dtype)
-        return out.astype(x.dtype, copy=False)
+            out = np.asarray(out / np.asarray(self.size, out.dtype))
+        return np.asarray(out.astype(x.dtype, copy=False))
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
     """A C-contiguous array MPI can reduce: 16-bit floats as float32, bool as uint8."""
     if x.dtype == np.float16 or x.dtype == dtypes.host("bfloat16"):
-        return np.ascontiguousarray(x, dtype=np.float32)
+        return np.asarray(x, dtype=np.float32, order="C")
     if x.dtype == np.bool_:
-        return np.ascontiguousarray(x, dtype=np.uint8)
-    return np.ascontiguousarray(x)
+        return np.asarray(x, dtype=np.uint8, order="C")
+    return np.asarray(x, order="C")          # keeps 0-d arrays 0-d
