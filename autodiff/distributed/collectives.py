@@ -11,7 +11,7 @@ Gradients (reverse-mode AD traces them, each one more collective):
 
 * ``all_reduce`` sum: ``dx_r = sum_j g_j`` (an all-reduce of the gradient); mean: the mean
   of the gradients; max/min: the summed gradient where this process holds the extremum,
-  split evenly between tied processes (one all-reduce of ``[g * hit, hit]``).
+  split evenly between tied processes (one all-reduce of ``[g, hit]``).
 * ``broadcast`` from ``src``: the gradients summed on ``src``, zero elsewhere (a reduce).
 * ``reduce`` (sum) to ``dst``: ``dst``'s gradient on every process (a broadcast).
 
@@ -166,8 +166,8 @@ def reduce_node(x: Node, op: str = "sum", dst: int = 0) -> Node:
 def _extremum_vjp(op: str):
     def vjp(g, out, x):
         hit = ops.cast(ops.binary(Op.CMPEQ, x, out), g.dtype)
-        both = all_reduce_node(ops.concat([ops.reshape(ops.mul(g, hit), (-1,)),
-                                           ops.reshape(hit, (-1,))], 0), "sum")
+        both = all_reduce_node(ops.concat([ops.reshape(g, (-1,)), ops.reshape(hit, (-1,))],
+                                          0), "sum")
         n = x.size
         total = ops.reshape(ops.slice_(both, [(0, n, 1)]), x.shape)
         count = ops.reshape(ops.slice_(both, [(n, 2 * n, 1)]), x.shape)
