@@ -113,3 +113,16 @@ def test_gradients_against_torch_and_finite_differences(ranks, name):
             fd = (vals[0] - vals[1]) / (2 * eps)
             np.testing.assert_allclose(ranks[rk][f"grad_{name}"][i], fd, rtol=1e-4,
                                        atol=1e-5)
+
+
+def test_unused_parameters_take_part_as_zeros(ranks):
+    n = len(ranks)
+    # d sum(W x + b) / dW = ones(2) outer sum of x's rows; ``extra`` is used on rank 0 only
+    used = np.mean([np.outer(np.ones(2), r["unused_x"].sum(0)) for r in ranks], axis=0)
+    extra = np.outer(np.ones(2), ranks[0]["unused_x"].sum(0)) / n
+    for r in ranks:
+        np.testing.assert_allclose(r["unused_grad_used.weight"], used, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(r["unused_grad_used.bias"], [4, 4], rtol=1e-6)
+        np.testing.assert_allclose(r["unused_grad_extra.weight"], extra, rtol=1e-6,
+                                   atol=1e-6)
+        np.testing.assert_allclose(r["unused_grad_extra.bias"], [4 / n, 4 / n], rtol=1e-6)

@@ -11,6 +11,7 @@ import numpy as np
 
 import autodiff as ad
 import autodiff.distributed as dist
+from autodiff import nn
 from autodiff.distributed.nn import functional as DF
 
 out, device = sys.argv[1], sys.argv[2]
@@ -81,5 +82,25 @@ for name in ("sum", "mean", "max", "min", "broadcast", "reduce"):
     ad.execute(device=device)
     saved.update({f"grad_x_{name}": x, f"grad_w_{name}": w0, f"grad_c_{name}": c,
                   f"grad_{name}": g.numpy()})
+
+# -- DistributedDataParallel(find_unused_parameters=True): a layer only rank 0 uses --------
+class PartlyUsed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used, self.extra = nn.Linear(3, 2), nn.Linear(3, 2)
+
+    def forward(self, x):
+        y = self.used(x)
+        return y + self.extra(x) if rank == 0 else y
+
+
+x = np.random.default_rng((rank, 5)).standard_normal((4, 3)).astype(np.float32)
+ddp = dist.DistributedDataParallel(PartlyUsed(), find_unused_parameters=True)
+ddp(ad.tensor(x)).sum().backward()
+grads = {n: p.grad for n, p in ddp.module.named_parameters()}
+ad.execute(device=device)
+saved["unused_x"] = x
+for n, g in grads.items():
+    saved[f"unused_grad_{n}"] = g.numpy()
 
 np.savez(f"{out}/collectives.{rank}.npz", **saved)
