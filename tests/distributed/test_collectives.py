@@ -126,3 +126,8 @@ def test_unused_parameters_take_part_as_zeros(ranks):
         np.testing.assert_allclose(r["unused_grad_extra.weight"], extra, rtol=1e-6,
                                    atol=1e-6)
         np.testing.assert_allclose(r["unused_grad_extra.bias"], [4 / n, 4 / n], rtol=1e-6)
+
+
+def test_checkpoints_are_written_by_rank_0(ranks):
+    assert [int(r["checkpoint_writes"]) for r in ranks] == [1] + [0] * (len(ranks) - 1)
+    assert all(bool(r["checkpoint_seen"]) for r in ranks)
