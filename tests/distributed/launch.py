@@ -41,14 +41,15 @@ needs_mpi = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
 def run(program: str, n: int, *args, timeout: float = 180, device: str | None = None,
         expect_rc: int | None = 0) -> subprocess.CompletedProcess:
-    """``mpiexec -n n python programs/<program>.py *args`` from the repository root, one
+    """``mpiexec -n n python programs/<program>.py *args`` (``program`` ending in ``.py``:
+    that file of the repository) from the repository root, one
     thread per process; fails the test on a non-zero exit (unless ``expect_rc`` is None or
     another code) or after ``timeout`` seconds (killing every process)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                AUTODIFF_DEVICE=device or os.environ.get("AUTODIFF_DEVICE", "numpy"))
-    cmd = [mpiexec_path(), "-n", str(n), sys.executable, str(PROGRAMS / f"{program}.py"),
-           *map(str, args)]
+    script = ROOT / program if program.endswith(".py") else PROGRAMS / f"{program}.py"
+    cmd = [mpiexec_path(), "-n", str(n), sys.executable, str(script), *map(str, args)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
