@@ -1,6 +1,6 @@
 """Scaling table: data-parallel training on 1 and 2 processes, one core each.
 
-    python -m bench.scaling [--quick] [--device opencl] [--ranks 1,2] [--json PATH]
+    python -m bench.scaling [--quick] [--device numpy] [--ranks 1,2] [--json PATH]
 
 (``python -m bench`` runs it too, after its main tables.) Strong scaling: the global batch
 of each workload is fixed and split over the processes, so N processes train the model one
@@ -13,7 +13,8 @@ process trains, and the figures are
 Workloads: the main job (W5: ``examples/transformer.py``'s model at its defaults, global
 batch 16 windows of 64 characters, AdamW, mean cross-entropy) and W3 (post-LN encoder
 4x(d128, h4, ff512), global batch 8x64 tokens, MSE, SGD). Systems: autodiff
-(``DistributedDataParallel`` under ``mpiexec``, ``--device``) and PyTorch's
+(``DistributedDataParallel`` under ``mpiexec``, ``--device``, default numpy: the only
+device that runs collectives so far) and PyTorch's
 ``DistributedDataParallel`` with the gloo backend (eager), each process pinned to its own
 core with every thread pool at one thread.
 """
@@ -261,7 +262,7 @@ def run_one(workload: str, system: str, ranks: int, steps: int, device: str,
     return row
 
 
-def run(quick: bool = False, device: str = "opencl", ranks=(1, 2), timeout: float = 600,
+def run(quick: bool = False, device: str = "numpy", ranks=(1, 2), timeout: float = 600,
         workloads=WORKLOADS, systems=SYSTEMS, log=sys.stderr) -> dict:
     """Every (workload, system, process count) run; returns ``{"rows": [...], "meta":
     {...}}`` with speedup and efficiency filled in."""
@@ -329,7 +330,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.scaling",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer steps")
-    p.add_argument("--device", default="opencl", help="autodiff's device (default opencl)")
+    p.add_argument("--device", default="numpy",
+                   help="autodiff's device (default numpy: the one that runs collectives)")
     p.add_argument("--ranks", default="1,2", help="process counts (default 1,2)")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--systems", default=",".join(SYSTEMS))
