@@ -23,6 +23,8 @@
   beyond them. Under the rule above that count is the same on every device.
 * The memory check made before a program runs, and :func:`deferred_interrupts` for the
   short critical sections of a host loop.
+* Host functions inside the program (``CALLBACK``: :func:`call_callback`, and
+  :func:`check_callbacks` for the devices that cannot run them yet).
 """
 from __future__ import annotations
 
@@ -315,8 +317,9 @@ def call_receiver(spec, it: tuple, arrays) -> None:
 def call_callback(spec, it: tuple, arrays) -> np.ndarray:
     """``spec.fn(*arrays)`` for a ``CALLBACK`` node (``spec``: its
     :class:`~autodiff.graph.ir.CallbackSpec`), with fresh numpy copies of the operand
-    values (device storage arrays in, host dtypes given to ``fn``); returns the result checked against ``spec.shape``/``spec.dtype`` and converted
-    to the device storage dtype (a C-contiguous array the device owns).
+    values (device storage arrays in, host dtypes given to ``fn``); returns the result
+    checked against ``spec.shape``/``spec.dtype`` and converted to the device storage
+    dtype (a C-contiguous array the device owns).
 
     Raises:
         CallbackError: the function raised or returned a wrong value.
