@@ -60,7 +60,7 @@ class Interpreter:
         if step is not None:
             return step
         if n.op in (Op.GATHER, Op.SCATTER_ADD):
-            return ("index", n, kernel(n), tuple(s.id for s in n.srcs))
+            return ("checked", n, kernel(n), tuple(s.id for s in n.srcs))
         if n.op in KERNELS:
             return ("op", n, kernel(n), tuple(s.id for s in n.srcs), dtypes.storage(n.dtype))
         return (n.op.name.lower(), n)
@@ -96,7 +96,7 @@ class Interpreter:
             elif kind == "callback":
                 vals[n.id] = call_callback(n.arg, tuple(self.iters),
                                            [vals[s.id] for s in n.srcs])
-            elif kind == "index":
+            elif kind == "checked":
                 args = [vals[i] for i in step[3]]
                 rows = args[0].shape[0] if n.op is Op.GATHER else n.arg
                 check_indices(args[1], rows, n, tuple(self.iters))
