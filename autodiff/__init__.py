@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DimError, DTypeError, FeederError, ReceiverError, ShapeError
-from .graph import Feeder, Receiver, Tensor, ir_for, no_grad, to_networkx
+from .errors import (CallbackError, DimError, DistributedError, DTypeError, FeederError,
+                     ReceiverError, ShapeError)
+from .graph import Feeder, Receiver, Tensor, host_callback, ir_for, no_grad, to_networkx
 from .graph.control import checkpoint, ir_if, ir_while, scan
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
@@ -97,9 +98,10 @@ def iinfo(dt):
 globals().update({"bool": _dtypes.bool_, "float": float32, "int": int32, "long": int64,
                   "half": float16})
 
-__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "ir_if", "ir_while", "scan", "checkpoint",
-           "execute", "print_graph", "no_grad",
-           "ShapeError", "DimError", "DTypeError", "FeederError", "ReceiverError", "Report",
+__all__ = ["Tensor", "Feeder", "Receiver", "host_callback", "ir_for", "ir_if", "ir_while",
+           "scan", "checkpoint", "execute", "print_graph", "no_grad",
+           "ShapeError", "DimError", "DTypeError", "FeederError", "ReceiverError",
+           "CallbackError", "DistributedError", "Report",
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
            "linspace", "eye", "empty", "rand", "meshgrid", "einsum", *METHOD_FUNCTIONS,

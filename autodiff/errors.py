@@ -51,6 +51,39 @@ class ReceiverError(RuntimeError):
         super().__init__(f"Receiver '{name}'{where}: {msg}")
 
 
+class CallbackError(RuntimeError):
+    """A host callback inside the program (``CALLBACK``) raised or returned a value of the
+    wrong shape or dtype; the original exception is chained as ``__cause__``.
+
+    ``iteration`` is the loop index tuple (outermost first), ``()`` outside loops.
+    """
+
+    def __init__(self, name: str, iteration: tuple, msg: str) -> None:
+        self.name, self.iteration = name, iteration
+        where = f" in iteration {_it(iteration)}" if iteration else ""
+        super().__init__(f"Callback '{name}'{where}: {msg}")
+
+
+class DistributedError(RuntimeError):
+    """A process of a distributed run (:mod:`autodiff.distributed`) failed; raised on
+    every process, naming the failing rank, its iteration and its error, instead of
+    leaving the others waiting in a collective.
+
+    Attributes:
+        rank: the failing rank (the earliest failure when several failed).
+        iteration: its loop indices (outermost first; ``()`` outside loops, None unknown).
+        failures: ``[(rank, iteration, message)]`` of every failing rank.
+        completed: iterations of the outermost loop whose values the variables hold on
+            every rank (those of the failing rank), None if unknown.
+    """
+
+    def __init__(self, msg: str, rank: int | None = None, iteration: tuple | None = None,
+                 failures=(), completed: int | None = None) -> None:
+        super().__init__(msg)
+        self.rank, self.iteration, self.failures = rank, iteration, list(failures)
+        self.completed = completed
+
+
 class IndexOutOfRange(IndexError):
     """An index read at run time (a ``gather``/``embedding`` index, a ``cross_entropy``
     class target) is outside ``[0, rows)``. Raised by every device in the iteration where

@@ -15,7 +15,8 @@ from .graph import dtypes
 from .graph.ir import Graph, Op, Variable
 from .graph.printer import format_graph
 from .device.host import Progress, deferred_interrupts, prefetch_option
-from .errors import ExecutionInterrupted, FeederError, IndexOutOfRange, ReceiverError
+from .errors import (CallbackError, ExecutionInterrupted, FeederError, IndexOutOfRange,
+                     ReceiverError)
 from .graph.trace import OWNERS, TRACER
 
 
@@ -146,7 +147,9 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         A :class:`Report`.
 
     Raises:
-        FeederError, ReceiverError: a host callback failed.
+        FeederError, ReceiverError, CallbackError: a host callback failed.
+        DistributedError: in a run of several processes holding collectives, this or
+            another process failed (raised on every process; names the failing rank).
         IndexOutOfRange: (an ``IndexError``) a gather index or a ``cross_entropy`` target
             out of range; names the op, the user's line, the iteration and the value.
         ExecutionInterrupted: (a ``KeyboardInterrupt``) Ctrl-C or a callback's
@@ -216,8 +219,8 @@ def _run(exe, graph: Graph) -> None:
             store = {v: dtypes.to_storage(v.value, v.dtype) for v in variables}
             state[0] = "running"
             try:
-                exe.run(store)
-            except (FeederError, ReceiverError, IndexOutOfRange) as e:
+                _run_program(graph, exe, store)
+            except (FeederError, ReceiverError, CallbackError, IndexOutOfRange) as e:
                 _progress(exe).describe(e)
                 raise
             finally:
@@ -268,6 +271,14 @@ def _interrupted(exe, state: str) -> ExecutionInterrupted:
         err = ExecutionInterrupted("execute() interrupted outside any loop: variables hold "
                                    "the values of the top-level statements that ran")
     return err
+
+
+def _run_program(graph: Graph, exe, store: dict) -> None:
+    """``exe.run(store)``; in a distributed run (several processes) a program holding
+    collectives runs under :func:`autodiff.distributed.agreement.run`, so that a failure
+    on one process stops every process (:class:`~autodiff.errors.DistributedError`)."""
+    from .distributed import agreement
+    agreement.run(graph, exe, store)
 
 
 def _variables(graph: Graph) -> list[Variable]:

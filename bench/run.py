@@ -29,7 +29,7 @@ if __package__ in (None, ""):          # run as ``python bench/run.py``
 
 import numpy as np  # noqa: E402
 
-from bench import peak, report  # noqa: E402
+from bench import peak, report, scaling  # noqa: E402
 from bench.systems import idlest_cpus, machine, missing, systems, thread_env  # noqa: E402
 from bench.workloads import NAMES, WORKLOADS, charlm  # noqa: E402
 
@@ -311,6 +311,9 @@ def main(argv=None) -> None:
     p.add_argument("--md", help="also write the Markdown report here (BENCHMARKS.md)")
     p.add_argument("--from-json", metavar="PATH",
                    help="run nothing: print (and with --md write) the report of saved results")
+    p.add_argument("--no-scaling", action="store_true",
+                   help="skip the scaling table (bench/scaling.py; also skipped with "
+                        "--workloads)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     p.add_argument("--cpus", default="", help=argparse.SUPPRESS)
@@ -325,15 +328,20 @@ def main(argv=None) -> None:
     if args.from_json:
         results = json.loads(Path(args.from_json).read_text())
         print(report.text_report(results))
+        print(scaling.table(results.get("scaling"), markdown=False))
     else:
         results = run_all(args, argv)
+        if not (args.no_scaling or args.workloads):
+            results["scaling"] = scaling.run(args.quick)
         print(report.text_report(results))
+        print(scaling.table(results.get("scaling"), markdown=False))
         path = Path(args.json) if args.json else ROOT / "bench" / (
             "results-quick.json" if args.quick else "results.json")
         path.write_text(json.dumps(results, indent=1, default=str))
         print(f"raw results: {path}")
     if args.md:
-        Path(args.md).write_text(report.markdown_report(results))
+        Path(args.md).write_text(report.markdown_report(results) + "\n" +
+                                 scaling.table(results.get("scaling")))
         print(f"report: {args.md}")
 
 

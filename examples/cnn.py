@@ -10,6 +10,11 @@ normalises with the running statistics the loop accumulated).
 
     python examples/cnn.py [--device numpy] [--epochs 20] [--batch 64] [--seed 0]
         [--plot cnn_digits.png]
+
+Data-parallel on N processes: ``mpiexec -n N python examples/cnn.py --data-parallel``
+(each process reads its shard of every global batch of ``--batch`` images; gradients are
+averaged, BatchNorm's running statistics are rank 0's as in PyTorch's DDP; rank 0 prints,
+plots and evaluates).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import time
 import numpy as np
 
 import autodiff as ad
+import autodiff.distributed as dist
 from autodiff import nn
 from autodiff.nn.utils import clip_grad_norm_
 from autodiff.optim import AdamW
@@ -53,14 +59,23 @@ def build(channels: int = 16, seed: int = 0) -> nn.Module:
 
 
 def train(model, x, y, epochs: int, batch: int, max_lr: float, clip: float, seed: int,
-          device: str | None, progress: bool = True):
+          device: str | None, progress: bool = True, data_parallel: bool = False):
     """One ``ir_for`` over every mini-batch of every epoch (reshuffled each epoch, the last
-    incomplete batch dropped). Returns ``(losses, accuracies, grad_norms, report)``."""
+    incomplete batch dropped). Returns ``(losses, accuracies, grad_norms, report)``.
+
+    ``data_parallel``: ``model`` is a ``DistributedDataParallel``; this process feeds its
+    shard of each global batch of ``batch`` images, its loss weighted so that the averaged
+    gradient is the global batch's; the metrics received are the global batch's."""
     rng = np.random.default_rng(seed)
     per_epoch = len(x) // batch
     order = np.concatenate([rng.permutation(len(x))[:per_epoch * batch]
                             for _ in range(epochs)]).reshape(-1, batch)
     steps = len(order)
+    weight = None
+    if data_parallel:                     # this process's columns of every global batch
+        shards = dist.DistributedSampler(batch, shuffle=False)
+        order, weight = order[:, shards.shard(batch)], shards.loss_weight(batch)
+        batch = order.shape[1]
     batches, cur = iter(order), {}
 
     def images() -> np.ndarray:
@@ -87,12 +102,16 @@ def train(model, x, y, epochs: int, batch: int, max_lr: float, clip: float, seed
         opt.zero_grad()
         logits = model(xb)
         loss = loss_fn(logits, yb)
-        loss.backward()
+        (loss if weight is None else loss * weight).backward()
         norm = clip_grad_norm_(model.parameters(), clip)
         opt.step()
         sched.step()
         with ad.no_grad():
             acc = (logits.argmax(-1).float() == yb.float()).float().mean()
+            if weight is not None:          # the global batch's loss and accuracy
+                both = ad.stack([loss, acc]) * weight
+                dist.all_reduce(both, dist.ReduceOp.AVG)
+                loss, acc = both[0], both[1]
         ad.Receiver(on_step, [loss, acc, norm], name="metrics")
 
     model.train()
@@ -153,7 +172,8 @@ def plot(losses, accs, test_acc: float, path: str) -> None:
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
-                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl; with "
+                        "--data-parallel: numpy)")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--channels", type=int, default=16)
@@ -162,20 +182,32 @@ def main(argv=None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", default="cnn_digits.png", help="PNG path ('' to skip)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="one of the processes of `mpiexec -n N`: a shard of each global "
+                        "batch, gradients averaged")
     args = p.parse_args(argv)
+    if args.data_parallel and args.device is None:
+        args.device = "numpy"       # the one device that runs collectives (host callbacks)
 
     x_tr, y_tr, x_te, y_te = load(args.seed)
     model = build(args.channels, args.seed)
+    net, rank, procs = model, 0, ""
+    if args.data_parallel:
+        net, rank = dist.DistributedDataParallel(model), dist.get_rank()
+        procs = f" ({dist.get_world_size()} processes)"
     n_params = sum(q.numel() for q in model.parameters())
     t = time.perf_counter()
-    losses, accs, norms, report = train(model, x_tr, y_tr, args.epochs, args.batch, args.lr,
+    losses, accs, norms, report = train(net, x_tr, y_tr, args.epochs, args.batch, args.lr,
                                         args.clip, args.seed, args.device,
-                                        progress=not args.no_progress)
+                                        progress=not args.no_progress and rank == 0,
+                                        data_parallel=args.data_parallel)
     wall = time.perf_counter() - t
+    if rank:                                # rank 0 evaluates, prints and plots
+        return dict(losses=losses, accuracies=accs, norms=norms, report=report, wall=wall)
     acc = accuracy(model, x_te, y_te, args.device)
     steps = len(losses)
     print(f"cnn: {len(x_tr)} train / {len(x_te)} held-out images, {n_params:,} parameters, "
-          f"{steps} steps of batch {args.batch} on {report.device}")
+          f"{steps} steps of batch {args.batch}{procs} on {report.device}")
     print(f"compile {report.times.get('optimize', 0) + report.times.get('compile', 0):.2f} s, "
           f"run {report.times['run']:.2f} s ({report.times['run'] / steps * 1e3:.1f} ms/step), "
           f"wall {wall:.2f} s")

@@ -15,6 +15,11 @@ training and greedy generation are two more small traced programs (eval mode).
     python examples/transformer.py [--device numpy] [--steps 300] [--layers 2]
         [--d-model 128] [--batch 16] [--seq 64] [--seed 0] [--plot transformer_loss.png]
         [--warmup 10] [--clip 1.0] [--schedule cosine|constant] [--eval-every 100]
+
+Data-parallel on N processes (``mpiexec -n N python examples/transformer.py
+--data-parallel``): every process reads its shard of each global batch of ``--batch``
+windows, ``DistributedDataParallel`` averages the gradients inside the compiled loop, and
+rank 0 prints, plots and samples.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import time
 import numpy as np
 
 import autodiff as ad
+import autodiff.distributed as dist
 from autodiff import nn
 from autodiff.nn.utils import clip_grad_norm_
 from autodiff.optim import AdamW
@@ -61,18 +67,23 @@ class WindowSampler:
 
     ``tokens()`` and ``targets()`` are two Feeder callbacks; call ``k`` of either returns
     batch ``k``, drawn from a generator seeded by ``(seed, k)``, so the pair agrees whatever
-    order a device calls them in.
+    order a device calls them in. With ``part`` (a slice of ``range(batch)``, a process's
+    shard: ``DistributedSampler.shard``) they return those rows of the global batch
+    (``rows`` of them).
     """
 
-    def __init__(self, ids: np.ndarray, batch: int, seq: int, seed: int):
+    def __init__(self, ids: np.ndarray, batch: int, seq: int, seed: int,
+                 part: slice | None = None):
         self.ids, self.batch, self.seq, self.seed = ids, batch, seq, seed
+        self.part = part or slice(0, batch)
+        self.rows = len(range(batch)[self.part])
         self._calls = {"tokens": 0, "targets": 0}
         self._cache: dict[int, np.ndarray] = {}
 
     def _window(self, k: int) -> np.ndarray:
         if k not in self._cache:
             rng = np.random.default_rng((self.seed, k))
-            starts = rng.integers(0, len(self.ids) - self.seq - 1, self.batch)
+            starts = rng.integers(0, len(self.ids) - self.seq - 1, self.batch)[self.part]
             self._cache[k] = self.ids[starts[:, None] + np.arange(self.seq + 1)]
             for old in [j for j in self._cache if j < k - 4]:
                 del self._cache[old]
@@ -170,13 +181,18 @@ def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: floa
 def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
           progress: bool = True, warmup: int = 30, clip: float | None = 1.0,
           kind: str = "cosine", min_ratio: float = 0.7, validation=None,
-          eval_every: int = 100):
+          eval_every: int = 100, weight: float | None = None):
     """Trace ``steps`` AdamW steps in one ``ir_for`` (schedule and gradient clipping on the
     device) and run them.
 
     With ``validation`` (:func:`in_loop_validation`), every ``eval_every``-th step also
     computes the validation loss on the device (an ``ir_if`` on the step index) and hands
     it to a Receiver.
+
+    Data-parallel (``model`` a ``DistributedDataParallel``, ``sampler`` this process's
+    shard): the loss is scaled by ``weight`` (``DistributedSampler.loss_weight``) before
+    ``backward()``, and the loss handed to the Receiver is the global batch's (an
+    all-reduce of the weighted losses).
 
     Returns ``(losses, report, trace_seconds, [(step, validation loss), ...])``.
     """
@@ -204,11 +220,16 @@ def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
             bar.write(f"step {int(i) + 1}: validation loss {float(v):.3f}")
 
     def step(i) -> None:
-        x = ad.Feeder(sampler.tokens, [sampler.batch, sampler.seq], "int32", name="tokens")
-        y = ad.Feeder(sampler.targets, [sampler.batch, sampler.seq], "int32", name="targets")
+        x = ad.Feeder(sampler.tokens, [sampler.rows, sampler.seq], "int32", name="tokens")
+        y = ad.Feeder(sampler.targets, [sampler.rows, sampler.seq], "int32", name="targets")
         opt.zero_grad()
         loss = _lm_loss(model, x, y)
-        loss.backward()
+        if weight is not None:                  # data-parallel: this process's shard
+            loss = loss * weight
+            loss.backward()
+            dist.all_reduce(loss, dist.ReduceOp.AVG)     # the global batch's loss
+        else:
+            loss.backward()
         if clip:
             clip_grad_norm_(model.parameters(), clip)
         opt.step()
@@ -331,7 +352,8 @@ def plot_losses(losses, val_before: float, val_after: float, path: str,
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
-                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl; with "
+                        "--data-parallel: numpy)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
@@ -356,66 +378,84 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--plot", default="transformer_loss.png",
                    help="loss-curve PNG path ('' to skip)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="one of the processes of `mpiexec -n N`: train on a shard of each "
+                        "global batch of --batch windows, gradients averaged")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> dict:
     """Train, evaluate, sample; print the figures. Returns them as a dict."""
     args = parse_args(argv)
+    if args.data_parallel and args.device is None:
+        args.device = "numpy"       # the one device that runs collectives (host callbacks)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if args.data_parallel else (0, 1)
+    say = print if rank == 0 else (lambda *a, **k: None)
     ad.manual_seed(args.seed)
     text = load_text()
     vocab = Vocab(text)
     ids = vocab.encode(text)
     split = int(0.9 * len(ids))
     train_ids, val_ids = ids[:split], ids[split:]
-    print(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, "
-          f"train {len(train_ids):,} / validation {len(val_ids):,}; "
-          f"ln(vocab) = {math.log(len(vocab)):.3f}")
+    say(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, "
+        f"train {len(train_ids):,} / validation {len(val_ids):,}; "
+        f"ln(vocab) = {math.log(len(vocab)):.3f}")
 
     model = CharTransformer(len(vocab), args.d_model, args.heads, args.layers, args.seq,
                             args.dropout)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"model: {args.layers} layers, d_model {args.d_model}, {args.heads} heads, "
-          f"seq {args.seq}, batch {args.batch}: {n_params:,} parameters")
+    say(f"model: {args.layers} layers, d_model {args.d_model}, {args.heads} heads, "
+        f"seq {args.seq}, batch {args.batch}: {n_params:,} parameters")
 
     val_before = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)
     sampler = WindowSampler(train_ids, args.batch, args.seq, args.seed)
+    net, weight = model, None
+    if args.data_parallel:                  # this process's shard, gradients averaged
+        shards = dist.DistributedSampler(args.batch, shuffle=False)
+        sampler = WindowSampler(train_ids, args.batch, args.seq, args.seed,
+                                shards.shard(args.batch))
+        net, weight = dist.DistributedDataParallel(model), shards.loss_weight(args.batch)
+        say(f"data-parallel: {world} processes, {sampler.rows} of the {args.batch} windows "
+            f"of each step on rank 0")
     validation = in_loop_validation(model, val_windows(val_ids, args.batch, args.seq,
                                                        args.eval_batches)) \
         if args.eval_every else None
     losses, report, t_trace, val_during = train(
-        model, sampler, args.steps, args.lr, args.device, progress=not args.no_progress,
+        net, sampler, args.steps, args.lr, args.device,
+        progress=not args.no_progress and rank == 0,
         warmup=args.warmup if args.warmup is not None else max(1, args.steps // 30),
         clip=args.clip, kind=args.schedule, min_ratio=args.min_lr_ratio,
-        validation=validation, eval_every=args.eval_every or 1)
+        validation=validation, eval_every=args.eval_every or 1, weight=weight)
     val_after = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)
 
     t_compile = report.times.get("optimize", 0.0) + report.times.get("compile", 0.0)
     t_run = report.times["run"]
     tok_s = args.steps * args.batch * args.seq / t_run
-    print(f"device {report.device}: trace {t_trace:.2f} s, compile {t_compile:.2f} s, "
-          f"run {t_run:.2f} s ({t_run / args.steps * 1e3:.1f} ms/step, {tok_s:,.0f} tokens/s)")
-    print(f"graph IR nodes: " + " -> ".join(f"{k} {v}" for k, v in report.nodes.items()))
+    say(f"device {report.device}: trace {t_trace:.2f} s, compile {t_compile:.2f} s, "
+        f"run {t_run:.2f} s ({t_run / args.steps * 1e3:.1f} ms/step, {tok_s:,.0f} tokens/s"
+        + (f" on {world} processes)" if args.data_parallel else ")"))
+    say(f"graph IR nodes: " + " -> ".join(f"{k} {v}" for k, v in report.nodes.items()))
     mem = report.stats.get("memory")
-    print(f"memory plan: {mem}" if mem else
-          "memory plan: none (this device runs without an arena; try --device opencl)")
+    say(f"memory plan: {mem}" if mem else
+        "memory plan: none (this device runs without an arena; try --device opencl)")
     dev = report.stats.get(report.device)
     if isinstance(dev, dict):
-        print(f"{report.device}: " + ", ".join(
+        say(f"{report.device}: " + ", ".join(
             f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in dev.items()
             if k not in ("source_path", "kernel_us")))
-    print(f"train loss: first {losses[0]:.3f}, mean of last 20 {np.mean(losses[-20:]):.3f}")
-    print(f"validation loss: before {val_before:.3f}, after {val_after:.3f} "
-          f"(ln(vocab) = {math.log(len(vocab)):.3f})")
+    say(f"train loss: first {losses[0]:.3f}, mean of last 20 {np.mean(losses[-20:]):.3f}")
+    say(f"validation loss: before {val_before:.3f}, after {val_after:.3f} "
+        f"(ln(vocab) = {math.log(len(vocab)):.3f})")
     if val_during:
-        print("validation loss in the training loop: " + ", ".join(
+        say("validation loss in the training loop: " + ", ".join(
             f"step {s} {v:.3f}" for s, v in val_during))
-    if args.plot:
+    if args.plot and rank == 0:
         plot_losses(losses, val_before, val_after, args.plot, val_during=val_during)
-        print(f"loss curve: {args.plot}")
-    sample = generate(model, vocab, args.prompt, args.sample_len) if args.sample_len else ""
+        say(f"loss curve: {args.plot}")
+    sample = generate(model, vocab, args.prompt, args.sample_len) \
+        if args.sample_len and rank == 0 else ""
     if sample:
-        print(f"greedy sample: {sample!r}")
+        say(f"greedy sample: {sample!r}")
     return dict(losses=losses, val_before=val_before, val_after=val_after, report=report,
                 sample=sample, vocab=len(vocab), tokens_per_s=tok_s, val_during=val_during)
 

@@ -15,7 +15,7 @@ write), and its live range is the hull of those steps. Hence, for a loop:
 * a buffer written in the loop and read after it lives from its write to that read.
 
 A write ends a value's life (backwards) only when it writes the whole buffer: a ``Copy``,
-``Gather``, ``ScatterAdd`` or ``FeederWrite``, or a kernel whose index space has as many
+``Gather``, ``ScatterAdd``, ``FeederWrite`` or ``CallbackWrite``, or a kernel whose index space has as many
 points as the buffer has elements (kernel outputs are race-free, so such an index is
 one-to-one). After a partial write the rest of the buffer is still the older value, so the
 buffer stays live back to its previous whole write (or the program's start).
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..procedural.ir import (Buffer, BufferKind, Copy, DotProduct, Elementwise, FeederWrite,
-                             For, FusedKernel, Gather, If, Program, Reduce, ScatterAdd, Stmt,
-                             While)
+from ..procedural.ir import (Buffer, BufferKind, CallbackWrite, Copy, DotProduct, Elementwise,
+                             FeederWrite, For, FusedKernel, Gather, If, Program, Reduce,
+                             ScatterAdd, Stmt, While)
 from .liverange import LiveRange
 
 #: buffer kinds that go into the arena: intermediates and host staging buffers
@@ -117,7 +117,7 @@ def liveness(program: Program, members: bool = True,
 
 def writes_whole(stmt: Stmt, buffer: Buffer) -> bool:
     """Whether ``stmt`` overwrites every element of ``buffer`` (which it writes)."""
-    if isinstance(stmt, (Copy, Gather, ScatterAdd, FeederWrite)):
+    if isinstance(stmt, (Copy, Gather, ScatterAdd, FeederWrite, CallbackWrite)):
         return True
     if isinstance(stmt, FusedKernel):
         return writes_whole(stmt.kernel, buffer)

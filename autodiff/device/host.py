@@ -23,6 +23,8 @@
   beyond them. Under the rule above that count is the same on every device.
 * The memory check made before a program runs, and :func:`deferred_interrupts` for the
   short critical sections of a host loop.
+* Host functions inside the program (``CALLBACK``: :func:`call_callback`, and
+  :func:`check_callbacks` for the devices that cannot run them yet).
 """
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ import threading
 
 import numpy as np
 
-from ..errors import (DeviceOutOfMemory, FeederError, IndexOutOfRange, ReceiverError,
-                      describe_stop)
+from ..errors import (CallbackError, DeviceOutOfMemory, DistributedError, FeederError,
+                      IndexOutOfRange, ReceiverError, describe_stop)
 from ..graph import dtypes
 from ..graph.ir import MOVEMENT, Op
 
@@ -195,6 +197,33 @@ def safe_indices(idx: np.ndarray, node) -> np.ndarray:
     ign = ignored(node)
     return idx if ign is None else np.where(idx == ign, 0, idx).astype(idx.dtype)
 
+#: devices that run ``CALLBACK`` nodes (host functions inside the program, among them the
+#: collectives of :mod:`autodiff.distributed`)
+CALLBACK_DEVICES = ("numpy",)
+
+
+def check_callbacks(graph, device: str) -> None:
+    """Raise ``NotImplementedError`` if ``graph`` (loop bodies included) holds a
+    ``CALLBACK`` node and ``device`` cannot run one (not in :data:`CALLBACK_DEVICES`).
+    Called by those devices' ``compile()``, before anything is compiled or runs; the
+    message names the callback, the user's line that traced it and the devices that can.
+
+    Raises:
+        NotImplementedError: as above.
+    """
+    if device in CALLBACK_DEVICES:
+        return
+    n = next((m for m in graph.walk() if m.op is Op.CALLBACK), None)
+    if n is None:
+        return
+    what = (f"a collective of autodiff.distributed: data-parallel training on several "
+            f"processes" if n.arg.collective else "autodiff.host_callback")
+    raise NotImplementedError(
+        f"{device} device: host callbacks inside the program are not supported; "
+        f"'{n.arg.name}' ({what}; traced at {n.site}) needs a device that runs them: "
+        f"{', '.join(CALLBACK_DEVICES)} (execute(device='numpy'))")
+
+
 #: ops whose value is a view of their operand on the host (no allocation)
 VIEWS = MOVEMENT - {Op.PAD, Op.CONCAT}
 
@@ -283,6 +312,35 @@ def call_receiver(spec, it: tuple, arrays) -> None:
         spec.fn(*arrays)
     except Exception as e:
         raise ReceiverError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
+
+
+def call_callback(spec, it: tuple, arrays) -> np.ndarray:
+    """``spec.fn(*arrays)`` for a ``CALLBACK`` node (``spec``: its
+    :class:`~autodiff.graph.ir.CallbackSpec`), with fresh numpy copies of the operand
+    values (device storage arrays in, host dtypes given to ``fn``); returns the result
+    checked against ``spec.shape``/``spec.dtype`` and converted to the device storage
+    dtype (a C-contiguous array the device owns).
+
+    Raises:
+        CallbackError: the function raised or returned a wrong value.
+        DistributedError: raised by a collective (another process failed): unchanged.
+    """
+    dts = spec.dtypes or (None,) * len(arrays)
+    arrays = [np.array(a) if dt is None else np.array(a, dtype=dtypes.host(dt))
+              for a, dt in zip(arrays, dts)]
+    try:
+        v = spec.fn(*arrays)
+    except DistributedError:
+        raise
+    except Exception as e:
+        raise CallbackError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
+    if not isinstance(v, np.ndarray) or tuple(v.shape) != tuple(spec.shape) or \
+            v.dtype != dtypes.host(spec.dtype):
+        got = (f"shape {list(v.shape)} {v.dtype}" if isinstance(v, np.ndarray)
+               else type(v).__name__)
+        raise CallbackError(spec.name, it, f"expected a numpy array of shape "
+                                           f"{list(spec.shape)} {spec.dtype}, got {got}")
+    return np.array(dtypes.to_storage(v, spec.dtype), order="C", copy=True)
 
 
 @contextlib.contextmanager

@@ -5,11 +5,12 @@ import networkx as nx
 
 from .ir import Graph, Node, Op, Variable, bodies, captures
 from .control import checkpoint, ir_if, ir_while, scan
-from .loop import Feeder, Receiver, ir_for
+from .loop import Feeder, Receiver, host_callback, ir_for
 from .tensor import Tensor
 from .trace import TRACER, no_grad
 
-__all__ = ["Graph", "Node", "Op", "Variable", "captures", "Feeder", "Receiver", "ir_for",
+__all__ = ["Graph", "Node", "Op", "Variable", "captures", "Feeder", "Receiver",
+           "host_callback", "ir_for",
            "ir_if", "ir_while", "scan", "checkpoint",
            "Tensor", "no_grad", "to_networkx"]
 

@@ -166,6 +166,39 @@ for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE, *BITWISE
 
 GRADS[Op.AFTER] = (lambda g, o, x, anchor: g, None)
 
+
+class _CallbackRule:
+    """``CALLBACK``: the gradients of all operands come from one call of the node's
+    ``CallbackSpec.vjp(g, out, *srcs)`` (traced once per node and output gradient)."""
+
+    def __init__(self) -> None:
+        self.last: tuple = (None, None, ())
+
+    def __iter__(self):
+        return map(self.rule, itertools.count())
+
+    def rule(self, i: int):
+        def grad(g, out, *srcs):
+            vjp = out.arg.vjp
+            if vjp is None:
+                raise RuntimeError(f"derivative for host callback '{out.arg.name}' is not "
+                                   "implemented (give it a vjp)")
+            if self.last[0] != out.id or self.last[1] is not g:
+                gs = tuple(vjp(g, out, *srcs))
+                if len(gs) != len(srcs):
+                    raise RuntimeError(f"vjp of host callback '{out.arg.name}' returned "
+                                       f"{len(gs)} gradients for {len(srcs)} operands")
+                self.last = (out.id, g, gs)
+            return self.last[2][i]
+        return grad
+
+
+GRADS[Op.CALLBACK] = _CallbackRule()
+
+#: functions queued by :func:`queue_callback` during the current ``backward()`` (a stack:
+#: one list per ``backward()`` being traced)
+_QUEUED: list[list] = []
+
 #: leaves of a backward sweep: variables' values, and a scan body's carries and slices
 LEAVES = frozenset({Op.LOAD, Op.ASSIGN, Op.ARG})
 
@@ -185,9 +218,30 @@ def backward(root: Node, seed: Node, on_leaf) -> None:
     ids = TRACER.scope.ids
     if root.id not in ids:
         raise RuntimeError("backward(): the tensor was not computed in the current scope")
-    for n, g in vjp([(root, seed)], ids, lambda n: False):
-        if n.op in (Op.LOAD, Op.ASSIGN):
-            on_leaf(n, g)
+    queued: list = []
+    _QUEUED.append(queued)
+    try:
+        for n, g in vjp([(root, seed)], ids, lambda n: False):
+            if n.op in (Op.LOAD, Op.ASSIGN):
+                on_leaf(n, g)
+        while queued:                  # finalizers, in order (one may queue another)
+            queued.pop(0)()
+    finally:
+        _QUEUED.pop()
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` once the ``backward()`` being traced has accumulated every gradient
+    (PyTorch's ``Variable._execution_engine.queue_callback``; what a gradient hook uses to
+    finish its work, e.g. :class:`autodiff.distributed.DistributedDataParallel`'s
+    all-reduce of partly filled buckets).
+
+    Raises:
+        RuntimeError: no ``backward()`` is being traced.
+    """
+    if not _QUEUED:
+        raise RuntimeError("queue_callback() can only be called during backward()")
+    _QUEUED[-1].append(fn)
 
 
 def vjp(seeds, inside, wanted) -> list[tuple[Node, Node]]:

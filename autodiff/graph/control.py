@@ -320,7 +320,7 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
 
     c_scope, p = _trace(cond, hoist=False)
     for n in c_scope.graph.walk():
-        if n.op in (Op.ASSIGN, Op.FEEDER, Op.RECEIVER, Op.FOR, Op.WHILE):
+        if n.op in _IMPURE:
             raise TypeError(f"ir_while: the condition must not have effects, but it traces "
                             f"{n.op.name.lower()} at {n.site} (at {site})")
     c_scope.graph.outputs = [p]
@@ -333,7 +333,7 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
 
 
 # -- scan ---------------------------------------------------------------------------------
-_IMPURE = frozenset({Op.ASSIGN, Op.FEEDER, Op.RECEIVER, Op.FOR, Op.WHILE})
+_IMPURE = frozenset({Op.ASSIGN, Op.FEEDER, Op.RECEIVER, Op.CALLBACK, Op.FOR, Op.WHILE})
 
 
 def trace_scan(body, init: list[Node], xs: list[Node], length: int, reverse: bool, site: str,

@@ -84,6 +84,9 @@ class Op(enum.Enum):
                              # ordering barrier: activation checkpointing's recomputation)
     PUT = enum.auto()        # srcs: (base [N, ...], row [...], idx int32 []); base with
                              # row idx replaced (scan outputs; made by lowering only)
+    # host boundary inside the program
+    CALLBACK = enum.auto()   # srcs: device values handed to the host; arg: CallbackSpec;
+                             # the value the host function returns (declared shape/dtype)
 
 
 UNARY = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
@@ -98,7 +101,10 @@ REDUCE = frozenset({Op.SUM, Op.RMAX})
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT,
                       Op.WINDOW})
 LEAF = frozenset({Op.CONST, Op.LOAD, Op.FEEDER, Op.RAND})
-EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER, Op.IF, Op.WHILE})
+EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER, Op.IF, Op.WHILE,
+                    Op.CALLBACK})
+#: host callbacks: the program stops at them for the host (never removed or merged)
+HOST_CALLS = frozenset({Op.FEEDER, Op.RECEIVER, Op.CALLBACK})
 #: nodes holding sub-graphs (see :func:`bodies`)
 CONTROL = frozenset({Op.FOR, Op.IF, Op.WHILE, Op.SCAN})
 
@@ -149,6 +155,40 @@ class ReceiverSpec:
     fn: Any
     name: str
     dtypes: tuple = ()
+
+
+@dataclass(eq=False)
+class CallbackSpec:
+    """A host function inside the program (``CALLBACK``): ``fn(*arrays) -> array``.
+
+    The device hands ``fn`` the values of the node's operands (fresh numpy arrays in their
+    host dtypes) and continues with the array it returns, which must have ``shape`` and
+    ``dtype``; like ``jax.pure_callback`` with one result, or an effect such as an MPI
+    collective (``collective`` set). Every call happens in program order relative to the
+    other ``CALLBACK`` nodes, and is never skipped, repeated or merged.
+
+    Attributes:
+        fn: the host function.
+        name: shown in printers and errors.
+        shape, dtype: of the result.
+        vjp: ``vjp(g, out, *srcs) -> tuple`` of one gradient node (or None) per operand,
+            traced by reverse-mode AD; None: the callback is not differentiable.
+        collective: the name of the collective (``"all_reduce"``...) when ``fn`` talks to
+            the other processes of a distributed run (:mod:`autodiff.distributed`): a run
+            holding one agrees with them on failures; None otherwise.
+        dtypes: the operands' dtype names (their arrays are converted to these host
+            dtypes before ``fn`` sees them).
+    """
+    fn: Any
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    vjp: Any = None
+    collective: str | None = None
+    dtypes: tuple = ()
+
+    def __str__(self) -> str:
+        return self.name
 
 
 @dataclass(eq=False)

@@ -1,9 +1,10 @@
-"""Host boundaries and loops of the traced program: ``Feeder``, ``Receiver``, ``ir_for``."""
+"""Host boundaries and loops of the traced program: ``Feeder``, ``Receiver``,
+``host_callback``, ``ir_for``."""
 from __future__ import annotations
 
 import itertools
 
-from . import control, dtypes
+from . import control, dtypes, ops
 from .ir import FeederSpec, Node, Op, ReceiverSpec
 from .tensor import Tensor, _wrap
 from .trace import TRACER, user_site
@@ -69,6 +70,39 @@ def Receiver(fn, tensors, name: str | None = None) -> None:
     TRACER.emit(Node(Op.RECEIVER, srcs, (), "float32",
                      ReceiverSpec(fn, name or f"receiver{next(_names)}",
                                   tuple(s.dtype for s in srcs)), user_site()))
+
+
+def host_callback(fn, tensors, shape, dtype="float32", name: str | None = None,
+                  vjp=None) -> Tensor:
+    """A value computed on the host in the middle of the program (``jax.pure_callback``).
+
+    When the program reaches the node, the device hands ``fn`` the values of ``tensors``
+    (fresh numpy arrays in their host dtypes) and continues with the array ``fn`` returns,
+    which must have ``shape`` and ``dtype``: a host boundary inside a compiled loop (inside
+    ``ir_for``: once per iteration, in program order with the other callbacks). It is an
+    effect: never removed, merged or repeated. A callback that raises or returns a wrong
+    value stops ``execute()`` with :class:`autodiff.CallbackError` naming it and the
+    iteration; variables keep the values of the last completed iteration.
+
+    Args:
+        fn: ``fn(*arrays) -> np.ndarray``.
+        tensors: a tensor or a list of tensors (at least one).
+        shape, dtype: of the result.
+        name: shown in printers and errors.
+        vjp: makes the result differentiable: ``vjp(grad, out, *tensors)`` returns one
+            gradient tensor (or None) per input, traced like any other tensor code.
+
+    Raises:
+        TypeError: ``fn`` is not callable, no tensors, or an unknown dtype.
+    """
+    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    rule = None
+    if vjp is not None:
+        def rule(g, out, *srcs):
+            gs = vjp(_wrap(g), _wrap(out), *[_wrap(s) for s in srcs])
+            return tuple(None if x is None else x.node for x in gs)
+    return _wrap(ops.callback(fn, [t.node for t in tensors], shape, dtype,
+                              name or f"callback{next(_names)}", rule))
 
 
 def ir_for(rng, body) -> None:

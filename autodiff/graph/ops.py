@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import DimError, DTypeError, ShapeError
 from . import dtypes
-from .ir import BINARY, BITWISE, COMPARE, Node, Op, UNARY
+from .ir import BINARY, BITWISE, COMPARE, CallbackSpec, Node, Op, UNARY
 from .trace import TRACER, user_site
 
 
@@ -46,12 +46,19 @@ def const(value, shape=(), dtype="float32") -> Node:
     return _emit(Op.CONST, (), shape, dtype, value)
 
 
+#: added to every ``RAND`` seed (mod 2**32) when it is traced: a distributed run
+#: (:func:`autodiff.distributed.seed_by_rank`) sets it to a multiple of the rank so that
+#: device random draws differ per process; 0 (rank 0, one process): unchanged
+SEED_OFFSET = [0]
+
+
 def rand(shape, seed: int, stream: int = 0) -> Node:
     """float32 uniform samples in ``[0, 1)`` of ``shape``, new in every loop iteration.
 
     A counter-based draw (Philox-4x32-10, :mod:`autodiff.graph.rng`) keyed by ``(seed,
     stream)`` and countered by the loop indices and the element index, so every device
-    produces the same numbers. Never requires grad.
+    produces the same numbers. Never requires grad. The key's seed is ``seed`` plus
+    :data:`SEED_OFFSET` (mod 2**32).
 
     Raises:
         ValueError: ``seed`` or ``stream`` is not in ``[0, 2**32)``.
@@ -59,8 +66,34 @@ def rand(shape, seed: int, stream: int = 0) -> Node:
     seed, stream = int(seed), int(stream)
     if not (0 <= seed < 2 ** 32 and 0 <= stream < 2 ** 32):
         raise ValueError(f"rand: seed and stream must be in [0, 2**32), got {seed}, {stream}")
+    seed = (seed + SEED_OFFSET[0]) % 2 ** 32
     return TRACER.emit(Node(Op.RAND, (), tuple(int(d) for d in shape), "float32",
                             (seed, stream), user_site()))
+
+
+# -- host boundary --------------------------------------------------------------------
+def callback(fn, srcs, shape, dtype="float32", name: str = "callback", vjp=None,
+             collective: str | None = None) -> Node:
+    """A ``CALLBACK`` node: the host runs ``fn(*values of srcs)`` when the program reaches
+    it and the device continues with the returned array of ``shape``/``dtype`` (see
+    :class:`~autodiff.graph.ir.CallbackSpec` for ``vjp`` and ``collective``).
+
+    The node requires grad when an operand does and ``vjp`` is given (floating results).
+
+    Raises:
+        TypeError: ``fn`` is not callable, or no operands.
+    """
+    if not callable(fn):
+        raise TypeError(f"callback needs a callable, got {type(fn).__name__}")
+    srcs = tuple(srcs)
+    if not srcs:
+        raise TypeError("callback needs at least one operand (a Feeder takes none)")
+    dtype = dtypes.name(dtype)
+    shape = tuple(int(d) for d in shape)
+    spec = CallbackSpec(fn, name, shape, dtype, vjp, collective, tuple(s.dtype for s in srcs))
+    rg = TRACER.grad_enabled and vjp is not None and dtypes.is_floating(dtype) and \
+        any(s.requires_grad for s in srcs)
+    return TRACER.emit(Node(Op.CALLBACK, srcs, shape, dtype, spec, user_site(), rg))
 
 
 # -- movement -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ def _arg(n: Node) -> str:
     a = n.arg
     if n.op in (Op.LOAD, Op.ASSIGN):
         return f" {a.name or 'v' + str(a.id)}"
-    if n.op in (Op.FEEDER, Op.RECEIVER):
+    if n.op in (Op.FEEDER, Op.RECEIVER, Op.CALLBACK):
         return f" {a.name}"
     if n.op is Op.CONST:
         return f" {a:g}" if isinstance(a, float) else f" {a}"

@@ -241,6 +241,23 @@ class Tensor(*MIXINS):
             return _wrap(TRACER.emit(n.replace(op=Op.RESHAPE, srcs=(n,), arg=n.shape,
                                                requires_grad=False, site=user_site())))
 
+    def register_post_accumulate_grad_hook(self, hook) -> "_HookHandle":
+        """Call ``hook(self)`` each time ``backward()`` has accumulated a gradient into
+        this variable's ``.grad`` (``torch.Tensor.register_post_accumulate_grad_hook``;
+        hooks run in registration order, while the backward pass is traced). Returns a
+        handle whose ``remove()`` unregisters the hook.
+
+        Raises:
+            RuntimeError: the tensor is not a variable that requires grad.
+        """
+        if self._var is None or not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient or is not a leaf")
+        hooks = self.__dict__.setdefault("_grad_hooks", {})
+        handle = _HookHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
     def requires_grad_(self, flag: bool = True) -> "Tensor":
         if self._var is None:
             raise RuntimeError("requires_grad_ applies to tensors made from data")
@@ -377,6 +394,21 @@ def _accumulate(leaf: Node, g: Node) -> None:
         t.grad = _wrap(ops.add(t.grad.node, g))
     else:
         t.grad = _wrap(g)
+    for hook in list(t.__dict__.get("_grad_hooks", {}).values()):
+        hook(t)
+
+
+class _HookHandle:
+    """What ``register_post_accumulate_grad_hook`` returns (``torch.utils.hooks.
+    RemovableHandle``): ``remove()`` unregisters the hook."""
+    _next = 0
+
+    def __init__(self, hooks: dict) -> None:
+        self.hooks, self.id = hooks, _HookHandle._next
+        _HookHandle._next += 1
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
 
 
 def matmul(a, b) -> Tensor:

@@ -312,8 +312,15 @@ class Module:
         return IncompatibleKeys(missing, extra)
 
     def save(self, path) -> None:
-        """Write the state dict to an ``.npz`` file."""
-        np.savez(path, **self.state_dict())
+        """Write the state dict to an ``.npz`` file. In a distributed run (several
+        processes, :mod:`autodiff.distributed`) rank 0 writes it and every rank returns
+        once it is written."""
+        from ..distributed import state
+        comm = state.active()
+        if comm is None or comm.rank == 0:
+            np.savez(path, **self.state_dict())
+        if comm is not None:
+            comm.barrier()
 
     def load(self, path) -> None:
         """Read a state dict written by :meth:`save`."""

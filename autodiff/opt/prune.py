@@ -1,8 +1,8 @@
 """Pass ``prune`` (dependency pruning): drop every node no observable effect depends on.
 
 Observable are: ``ASSIGN`` (an in-place update of a variable, loop-carried or read by the
-user after ``execute()``), ``RECEIVER`` (a host callback), ``FEEDER`` (a host callback: see
-below), and the graph's ``outputs`` (tensors the user reads after ``execute()``). A node is
+user after ``execute()``), ``RECEIVER`` and ``CALLBACK`` (host callbacks; a ``CALLBACK``
+may be a collective every process must join), ``FEEDER`` (a host callback: see below), and the graph's ``outputs`` (tensors the user reads after ``execute()``). A node is
 kept when one of those reads it, directly or through other kept nodes; a ``For`` node is
 kept when its pruned body still holds an effect. Pruning a body first means values from
 before the loop that only dead body nodes read die too.
@@ -26,7 +26,7 @@ import networkx as nx
 from ..graph import to_networkx
 from ..graph.ir import CONTROL, Graph, Node, Op, bodies, with_bodies
 
-ROOTS = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FEEDER})
+ROOTS = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FEEDER, Op.CALLBACK})
 _SINK = "observable"
 
 

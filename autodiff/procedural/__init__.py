@@ -5,8 +5,9 @@
 * :mod:`.lower`: graph IR -> procedural IR (:func:`~.lower.lower`).
 * :mod:`.printer`: the text listing.
 """
-from .ir import (BLOCKS, Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct,
-                 Elementwise, FeederWrite, For, FusedKernel, Gather, If, IndexValue, Kernel,
+from .ir import (BLOCKS, Acc, Apply, Buffer, BufferKind, CallbackRead, CallbackWrite, Const,
+                 Copy, DotProduct, Elementwise, FeederWrite, For, FusedKernel, Gather,
+                 HostCall, If, IndexValue, Kernel,
                  Load, Local, Output, Program, ReceiverRead, Reduce, ScatterAdd, Select, Stmt,
                  While)
 
@@ -15,5 +16,5 @@ from .lower import lower
 __all__ = ["BLOCKS", "If", "IndexValue", "While", "Acc", "Apply", "Buffer", "BufferKind", "Const", "Copy", "DotProduct",
            "Elementwise", "FeederWrite", "For", "FusedKernel", "Gather", "Kernel", "Load", "Local",
            "Output", "Program", "ReceiverRead", "Reduce", "ScatterAdd", "Select", "Stmt",
-           "lower"]
+           "CallbackRead", "CallbackWrite", "HostCall", "lower"]
 

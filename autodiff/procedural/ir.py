@@ -27,7 +27,11 @@ Structure
   - :class:`Copy`: whole contiguous buffer to buffer (only where unavoidable).
   - :class:`Gather`, :class:`ScatterAdd`: contiguous buffers, their own kernel kinds.
 * Host boundaries: :class:`FeederWrite` (host fills a ``feeder`` staging buffer) and
-  :class:`ReceiverRead` (host reads ``receiver`` staging buffers).
+  :class:`ReceiverRead` (host reads ``receiver`` staging buffers); a host callback inside
+  the program (a graph ``CALLBACK``, e.g. an MPI all-reduce) is one :class:`HostCall` in
+  two statements: :class:`CallbackRead` (the host takes the operands: a device -> host
+  copy a device may start without waiting) and, later, :class:`CallbackWrite` (the host
+  waits for them, calls the function and writes the result back).
 * :class:`For`: a rolled loop whose ``body`` is a statement list run once per iteration;
   :class:`If` (two statement lists, chosen by a 1-element buffer) and :class:`While` (a
   condition block and a body) are the other control statements (``BLOCKS``), and
@@ -50,7 +54,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..graph import dtypes
-from ..graph.ir import FeederSpec, Op, ReceiverSpec, Variable
+from ..graph.ir import CallbackSpec, FeederSpec, Op, ReceiverSpec, Variable
 from .access import Expr, Var
 
 
@@ -446,6 +450,48 @@ class ReceiverRead(Stmt):
 
     def reads(self):
         return list(self.buffers)
+
+
+@dataclass(eq=False)
+class HostCall:
+    """One host callback of the program (a graph ``CALLBACK`` node).
+
+    Attributes:
+        spec: the node's :class:`~autodiff.graph.ir.CallbackSpec` (``fn``, result shape
+            and dtype, ``collective``).
+        args: staging buffers (kind RECEIVER) holding the operand values, in order.
+        result: the staging buffer (kind FEEDER) the host writes the result into.
+        node: the graph node id.
+    """
+    spec: CallbackSpec
+    args: tuple[Buffer, ...]
+    result: Buffer
+    node: int | None = None
+
+
+@dataclass(eq=False)
+class CallbackRead(Stmt):
+    """Start of ``call``: the host takes the values of ``call.args`` (device -> host). A
+    device may only start the copy here and wait for it at the :class:`CallbackWrite`, so
+    that the kernels in between (the scheduler puts there everything that does not need
+    the result) overlap the copy and the host function."""
+    call: HostCall
+    kind = "CallbackRead"
+
+    def reads(self):
+        return list(self.call.args)
+
+
+@dataclass(eq=False)
+class CallbackWrite(Stmt):
+    """End of ``call``: the host has the operands, calls ``call.spec.fn`` on them and
+    writes the result into ``call.result`` (host -> device); readers of the result come
+    after. Always after its :class:`CallbackRead`, in the same block."""
+    call: HostCall
+    kind = "CallbackWrite"
+
+    def writes(self):
+        return [self.call.result]
 
 
 @dataclass(eq=False)

@@ -9,6 +9,14 @@ For each graph (the top level and every ``For`` body, recursively):
    ``bytes allocated - bytes freed`` (a node frees a buffer when it is that buffer's last
    reader; views are free and go first), ties broken by program position: deterministic,
    O((N + E) log N), and it keeps live memory low for the planner.
+   A ``CALLBACK`` (a host function inside the program) becomes two statements: its
+   start (the operands copied to staging, :class:`~.ir.CallbackRead`) is scheduled as
+   soon as its operands are ready, its finish (:class:`~.ir.CallbackWrite`, which the
+   result's readers wait for) only when nothing else is ready, so that every kernel not
+   needing the result runs in between (on a device that copies asynchronously, they
+   overlap the copy and the host function, e.g. an all-reduce of gradients). Finishes keep
+   program order among themselves (collectives must be called in the same order by every
+   process).
 2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat, window), constants,
    ``RAND`` and ``LOAD`` become *views*: functions from an index to a value expression over
    the producer's buffer. Elementwise nodes, ``DOT``, ``SUM``/``RMAX``, ``GATHER`` and
@@ -39,9 +47,10 @@ from ..graph.ir import (COMPARE, CONTROL, ELEMENTWISE, MOVEMENT, Graph, Node, Op
 from ..opt.lower_control import lower_control
 from ..opt.simplify import value_range
 from .access import And, Expr, Lt, Num, flat, ge, simplify, space_vars, unflat, Var
-from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elementwise,
-                 FeederWrite, For, Gather, If, IndexValue, Load, Output, Program, Rand,
-                 ReceiverRead, Reduce, ScatterAdd, Select, Stmt, Value, While, loads)
+from .ir import (Acc, Apply, Buffer, BufferKind, CallbackRead, CallbackWrite, Const, Copy,
+                 DotProduct, Elementwise, FeederWrite, For, Gather, HostCall, If, IndexValue,
+                 Load, Output, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select, Stmt,
+                 Value, While, loads)
 
 _KERNEL_OPS = ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX, Op.GATHER, Op.SCATTER_ADD}
 _VIEW_OPS = MOVEMENT | {Op.CONST, Op.RAND, Op.INDEX, Op.AFTER}
@@ -49,7 +58,10 @@ _VIEW_OPS = MOVEMENT | {Op.CONST, Op.RAND, Op.INDEX, Op.AFTER}
 LOOKAHEAD = 4
 #: the counter extent of a ``While`` without a bound (for access-expression ranges)
 UNBOUNDED = 2 ** 31 - 1
-_HOST = (Op.FEEDER, Op.RECEIVER)
+_HOST = (Op.FEEDER, Op.RECEIVER, Op.CALLBACK)
+#: scheduling scores of a host callback's two statements (see ``_schedule``): its start as
+#: soon as its operands are ready, its finish only when nothing else is
+START_SCORE, FINISH_SCORE = -(1 << 60), 1 << 60
 
 
 @dataclass
@@ -73,6 +85,15 @@ class _Out:
 
     def __init__(self, node: Node, k: int):
         self.node, self.id, self.op, self.srcs = node, -1 - k, None, (node,)
+        self.nbytes = 0
+
+
+class _Finish:
+    """Pseudo-node: the :class:`~.ir.CallbackWrite` of a ``CALLBACK`` node (the node
+    itself emits the :class:`~.ir.CallbackRead`); the node's readers wait for it."""
+
+    def __init__(self, node: Node):
+        self.node, self.id, self.op, self.srcs = node, -(1 << 40) - node.id, None, ()
         self.nbytes = 0
 
 
@@ -148,6 +169,7 @@ class _Lowering:
                 for o in sub.outputs:
                     self.uses[o.id] = self.uses.get(o.id, 0) + 1
         self.outputs: dict[int, Buffer] = {}
+        self.calls: dict[int, HostCall] = {}      # CALLBACK id -> call started, not finished
         self.loopvar: dict[int, Var] = {}         # loop key -> its counter
         self.index_ops = _index_values(graph)     # integer arithmetic on loop indices
         self.dynamic = _dynamic_gathers(graph, self.index_ops)   # GATHERs that are views
@@ -223,6 +245,7 @@ class _Lowering:
             m.op in _HOST for g in bodies(n) for m in g.walk()))]
         for a, b in zip(host, host[1:]):
             dag.add_edge(a.id, b.id)
+        self._callback_edges(dag, nodes)
         for n in nodes:                          # AFTER: computed after its anchor
             if n.op is Op.AFTER and n.srcs[1].id in pos:
                 dag.add_edge(n.srcs[1].id, n.id)
@@ -241,6 +264,31 @@ class _Lowering:
             snap |= bad
             return self.order(g, nodes, snap)
         return self._schedule(dag, nodes, pos, readers)
+
+    def _callback_edges(self, dag, nodes) -> None:
+        """A ``CALLBACK``'s readers wait for its finish, which follows its start; the
+        finishes (the host functions: collectives must be called in the same order by
+        every process) and loops or branches holding callbacks keep program order."""
+        fin = {n.node.id: n.id for n in nodes if isinstance(n, _Finish)}
+        if not fin:
+            return
+        by_id = {n.id: n for n in nodes}
+
+        def reads(j, c) -> bool:
+            n = by_id[j]
+            return any(s.id == c for s in (list(n.srcs) + captures(n) if n.op in CONTROL
+                                           else n.srcs))
+        for c, f in fin.items():
+            for j in list(dag.successors(c)):
+                if reads(j, c):
+                    dag.remove_edge(c, j)
+                    dag.add_edge(f, j)
+            dag.add_edge(c, f)
+        calls = [fin[n.id] if n.id in fin else n.id for n in nodes
+                 if n.id in fin or (n.op in CONTROL and any(
+                     m.op is Op.CALLBACK for g in bodies(n) for m in g.walk()))]
+        for x, y in zip(calls, calls[1:]):
+            dag.add_edge(x, y)
 
     def _var_edges(self, nodes, snap, readers, pos) -> dict:
         """Edges ``(a, b) -> {var ids}`` ordering reads and writes of each variable."""
@@ -325,6 +373,10 @@ class _Lowering:
             n = by_id[i]
             if self.is_view(n) or n.op is Op.LOAD:
                 return -(1 << 62)
+            if n.op is Op.CALLBACK:
+                return START_SCORE
+            if isinstance(n, _Finish):
+                return FINISH_SCORE
             freed = sum(size.get(r, 0) for r in reads[i] if left.get(r, 0) == 1)
             return size[i] - freed
 
@@ -404,6 +456,7 @@ class _Lowering:
         nodes: list = list(g.nodes)
         if top:
             nodes += [_Out(o, k) for k, o in enumerate(g.outputs)]
+        nodes += [_Finish(n) for n in g.nodes if n.op is Op.CALLBACK]
         snap: set = set()
         ordered = self.order(g, nodes, snap)
         pos = {n.id: i for i, n in enumerate(nodes)}
@@ -414,6 +467,11 @@ class _Lowering:
         return out
 
     def emit(self, n, out: list, depth: int) -> None:
+        if isinstance(n, _Finish):
+            call = self.calls.pop(n.node.id)
+            out.append(CallbackWrite(call))
+            self.views[n.node.id] = buffer_view(call.result, n.node.shape)
+            return
         if isinstance(n, _Out):
             v = self.views[n.node.id]
             b = self.new_buffer(f"out{n.node.id}", n.node.shape, n.node.dtype,
@@ -478,6 +536,16 @@ class _Lowering:
                 out.append(self.copy_kernel(self.views[s.id], b))
                 bufs.append(b)
             out.append(ReceiverRead(n.arg, tuple(bufs)))
+        elif op is Op.CALLBACK:
+            name, args = n.arg.name, []
+            for k, s in enumerate(n.srcs):
+                b = self.new_buffer(f"{name}_arg{k}", s.shape, s.dtype, BufferKind.RECEIVER,
+                                    s.id)
+                out.append(self.copy_kernel(self.views[s.id], b))
+                args.append(b)
+            res = self.new_buffer(name, n.shape, n.dtype, BufferKind.FEEDER, n.id)
+            self.calls[n.id] = HostCall(n.arg, tuple(args), res, n.id)
+            out.append(CallbackRead(self.calls[n.id]))
         elif op is Op.FOR:
             if n.arg.index is not None:
                 self.loopvar[n.arg.index] = Var(f"i{depth}", max(1, len(n.arg.range)))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ..graph.ir import Op
 from .access import render
-from .ir import (Acc, Apply, Const, Copy, DotProduct, Elementwise, FeederWrite, For,
-                 FusedKernel, Gather, If, IndexValue, Load, Local, Program, Rand, ReceiverRead,
-                 Reduce, ScatterAdd, Select, Stmt, Value, While)
+from .ir import (Acc, Apply, CallbackRead, CallbackWrite, Const, Copy, DotProduct, Elementwise,
+                 FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load, Local, Program,
+                 Rand, ReceiverRead, Reduce, ScatterAdd, Select, Stmt, Value, While)
 
 
 def format_value(v: Value) -> str:
@@ -68,6 +68,12 @@ def format_stmt(s: Stmt, pad: str = "") -> list[str]:
         return [f"{pad}Feeder {s.spec.name} -> {s.buffer.name} {list(s.buffer.shape)}"]
     if isinstance(s, ReceiverRead):
         return [f"{pad}Receiver {s.spec.name} <- {', '.join(b.name for b in s.buffers)}"]
+    if isinstance(s, CallbackRead):
+        return [f"{pad}CallbackRead {s.call.spec.name} <- "
+                f"{', '.join(b.name for b in s.call.args)}"]
+    if isinstance(s, CallbackWrite):
+        return [f"{pad}CallbackWrite {s.call.spec.name} -> {s.call.result.name} "
+                f"{list(s.call.result.shape)}"]
     if isinstance(s, For):
         r = s.range
         lines = [f"{pad}for {s.var} < {len(r)}:  # range({r.start}, {r.stop}, {r.step})"]

@@ -14,8 +14,9 @@ from ...graph import dtypes
 from ...graph.ir import CONTROL, Graph, Node, Op
 from ...graph.reference import KERNELS, kernel
 from ...graph.rng import philox_uniform
-from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_indices,
-                    check_memory, deferred_interrupts, prefetch_option, safe_indices)
+from ..host import (FeedAhead, Progress, call_callback, call_feeder, call_receiver,
+                    check_indices, check_memory, deferred_interrupts, prefetch_option,
+                    safe_indices)
 from . import control
 
 
@@ -92,6 +93,9 @@ class Interpreter:
                 vals[n.id] = philox_uniform(*n.arg, self.iters, n.shape)
             elif kind == "receiver":
                 self._receive(n, [vals[s.id] for s in n.srcs])
+            elif kind == "callback":
+                vals[n.id] = call_callback(n.arg, tuple(self.iters),
+                                           [vals[s.id] for s in n.srcs])
             elif kind == "checked":          # GATHER, SCATTER_ADD: indices checked
                 args = [vals[i] for i in step[3]]
                 rows = args[0].shape[0] if n.op is Op.GATHER else n.arg

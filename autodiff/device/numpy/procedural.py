@@ -19,13 +19,14 @@ import numpy as np
 
 from ...graph.ir import Op
 from ...procedural.access import evaluate, variables
-from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
-                              FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load,
-                              Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
-                              While)
+from ...procedural.ir import (Acc, Apply, BufferKind, CallbackRead, CallbackWrite, Const, Copy,
+                              DotProduct, Elementwise, FeederWrite, For, FusedKernel, Gather,
+                              If, IndexValue, Load, Local, Program, Rand, ReceiverRead, Reduce,
+                              ScatterAdd, Select, While)
 from .. import empty
-from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_indices,
-                    check_memory, deferred_interrupts, prefetch_option, safe_indices)
+from ..host import (FeedAhead, Progress, call_callback, call_feeder, call_receiver,
+                    check_indices, check_memory, deferred_interrupts, prefetch_option,
+                    safe_indices)
 from ...graph import dtypes
 from ...graph.reference import _gather, _scatter_add, kernel
 
@@ -95,6 +96,7 @@ class ProceduralExecutor:
         self.iters: list[int] = []
         self.counters: dict[str, int] = {}    # loop counter name -> current iteration
         self.mem: dict[int, np.ndarray] = {}
+        self.taken: dict[int, list] = {}      # HostCall -> operand values read, not written
         self.arena = None
         if offsets:
             end = max((off + b.nbytes for b, off in offsets.items()), default=0)
@@ -176,6 +178,14 @@ class ProceduralExecutor:
         if isinstance(s, ReceiverRead):
             bufs = [(self._buf(b), b.shape) for b in s.buffers]
             return lambda: self._receive(s.spec, [a.reshape(sh).copy() for a, sh in bufs])
+        if isinstance(s, CallbackRead):
+            args = [(self._buf(b), b.shape) for b in s.call.args]
+            return lambda: self.taken.__setitem__(
+                id(s.call), [a.reshape(sh).copy() for a, sh in args])
+        if isinstance(s, CallbackWrite):
+            res = self._buf(s.call.result)
+            return lambda: np.copyto(res, call_callback(
+                s.call.spec, tuple(self.iters), self.taken.pop(id(s.call))).ravel())
         if isinstance(s, For):
             site = next(self._sites, "?")
             body = [self._compile(b) for b in s.body]
@@ -382,6 +392,7 @@ class ProceduralExecutor:
         self.iters = []
         self.progress = Progress()
         self._feeds = None
+        self.taken = {}
         for b in self.params:
             a = self._buf(b)
             a[:] = np.asarray(store[b.var], dtype=dtypes.storage(b.dtype)).ravel()

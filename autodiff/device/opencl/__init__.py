@@ -20,7 +20,7 @@ from ...graph.ir import Op
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
                               If, IndexValue, Kernel, ReceiverRead, Reduce, ScatterAdd, While)
 from .. import empty
-from ..host import ignored
+from ..host import check_callbacks, ignored
 from . import chain, codegen, control, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
@@ -284,8 +284,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         OpenCLUnavailable: no OpenCL platform (the message names the install command).
         KernelBuildError: the generated program did not build (source path + build log).
         ArenaOutOfMemory: the arena exceeds the device's largest allocation.
-        NotImplementedError: a statement kind with no kernel template.
+        NotImplementedError: a statement kind with no kernel template; a host callback
+            (``CALLBACK``: :func:`~autodiff.device.host.check_callbacks`).
     """
+    check_callbacks(graph, "opencl")
     import pyopencl as cl
     t_all = time.perf_counter()
     ctx, dev = context(opencl_device)

@@ -1,0 +1,125 @@
+"""Which devices run host callbacks (graph op ``CALLBACK``: ``host_callback`` and the
+collectives of data-parallel training): the numpy device does; OpenCL, TVM and CUDA raise a
+clear ``NotImplementedError`` before anything is compiled or runs, naming the callback, the
+user's line and the device that can. In one process ``DistributedDataParallel`` traces no
+collective, so it trains on every device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autodiff as ad
+import autodiff.distributed as dist
+from autodiff import nn
+from autodiff.device import unavailable
+from autodiff.device.host import CALLBACK_DEVICES
+from autodiff.graph.ir import Op
+from autodiff.graph.trace import TRACER
+from autodiff.optim import SGD
+from launch import needs_mpi
+
+HERE = __file__.rsplit("/", 1)[-1]
+
+
+def _device(name):
+    why = unavailable(name)
+    return pytest.param(name, marks=pytest.mark.skipif(why is not None, reason=str(why)))
+
+
+def _host_double(x):
+    return ad.host_callback(lambda a: (2 * a).astype(np.float32), [x], x.shape,
+                            name="host_double")
+
+
+def _collective(x):
+    y = x * 1.0
+    dist.all_reduce(y)
+    return y
+
+
+KINDS = {"host_callback": (_host_double, "host_double", "autodiff.host_callback"),
+         "all_reduce": (_collective, "all_reduce_sum", "a collective of autodiff.distributed")}
+
+
+def _trace(make, calls):
+    w = ad.Tensor(np.ones((2, 3), np.float32), requires_grad=False)
+
+    def body():
+        x = ad.Feeder(lambda: calls.append(1) or np.full((2, 3), 3, np.float32), (2, 3),
+                      name="x")
+        w.copy_(make(x) + w)
+    ad.ir_for(3, body)
+    return w
+
+
+def _check_message(err, device, name, what):
+    msg = str(err)
+    assert msg.startswith(f"{device} device: host callbacks inside the program are not "
+                          "supported"), msg
+    assert f"'{name}' ({what}" in msg and f"{HERE}:" in msg, msg
+    assert "execute(device='numpy')" in msg, msg
+
+
+@pytest.mark.parametrize("kind", [pytest.param("host_callback"),
+                                  pytest.param("all_reduce", marks=needs_mpi)])
+@pytest.mark.parametrize("device", [_device("opencl"), _device("tvm")])
+def test_devices_without_callbacks_say_so_before_running(device, kind):
+    assert device not in CALLBACK_DEVICES
+    make, name, what = KINDS[kind]
+    calls = []
+    w = _trace(make, calls)
+    with pytest.raises(NotImplementedError) as info:
+        ad.execute(device=device)
+    _check_message(info.value, device, name, what)
+    assert not calls                                    # nothing ran
+    np.testing.assert_array_equal(w.numpy(), np.ones((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("kind", [pytest.param("host_callback"),
+                                  pytest.param("all_reduce", marks=needs_mpi)])
+def test_cuda_says_so_before_looking_for_a_gpu(kind):
+    cuda = pytest.importorskip("autodiff.device.cuda")
+    make, name, what = KINDS[kind]
+    ad.reset()
+    _trace(make, [])
+    graph = TRACER.finish()
+    assert any(n.op is Op.CALLBACK for n in graph.walk())
+    with pytest.raises(NotImplementedError) as info:
+        cuda.compile(graph)
+    _check_message(info.value, "cuda", name, what)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("host_callback"),
+                                  pytest.param("all_reduce", marks=needs_mpi)])
+def test_numpy_runs_them(kind):
+    make, _, _ = KINDS[kind]
+    w = _trace(make, [])
+    ad.execute(device="numpy")
+    # one process: the all-reduce sum is the value itself; host_double doubles it
+    per = 6.0 if kind == "host_callback" else 3.0
+    np.testing.assert_allclose(w.numpy(), np.full((2, 3), 1 + 3 * per, np.float32),
+                               rtol=0, atol=0)
+
+
+@needs_mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("device", [_device("opencl"), _device("tvm")])
+def test_one_process_ddp_trains_on_every_device(device):
+    """World size 1: no collective is traced, the wrapper is the module."""
+    finals = []
+    for dev in ("numpy", device):
+        ad.manual_seed(0)
+        model = dist.DistributedDataParallel(nn.Linear(4, 2))
+        opt = SGD(model.parameters(), lr=0.1)
+        xs = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+
+        def step():
+            x = ad.Feeder(lambda: xs, [5, 4], name="x")
+            opt.zero_grad()
+            (model(x) ** 2).mean().backward()
+            opt.step()
+        ad.ir_for(3, step)
+        ad.execute(device=dev)
+        finals.append(model.module.weight.numpy())
+    assert not np.allclose(finals[0], nn.Linear(4, 2).weight.numpy())
+    np.testing.assert_allclose(finals[1], finals[0], rtol=1e-5, atol=1e-6)
