@@ -64,7 +64,7 @@ def test_misaligned_offset_is_rejected():
 
 def _failing_loop(fail_at, where):
     w = ad.tensor(np.ones((2, 2), np.float32), requires_grad=True)
-    calls = {"n": 0}
+    calls = {"n": 0, "received": 0}     # Feeders may run ahead: each callback counts its own
 
     def feed():
         calls["n"] += 1
@@ -73,7 +73,8 @@ def _failing_loop(fail_at, where):
         return np.full((2, 2), 0.5, np.float32)
 
     def recv(v):
-        if where == "receiver" and calls["n"] == fail_at + 1:
+        calls["received"] += 1
+        if where == "receiver" and calls["received"] == fail_at + 1:
             raise RuntimeError("boom")
 
     def build():
