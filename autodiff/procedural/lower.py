@@ -335,7 +335,10 @@ class _Lowering:
             b = self.new_buffer(f"out{n.node.id}", n.node.shape, n.node.dtype,
                                 BufferKind.OUTPUT, node=n.node.id)
             self.outputs[n.node.id] = b
-            out.append(self.copy_kernel(v, b))
+            if n.node.size:
+                out.append(self.copy_kernel(v, b))
+            return
+        if n.op in _KERNEL_OPS and self._empty(n, out):
             return
         op = n.op
         if op in MOVEMENT and n.size == 0:          # no element is ever read
@@ -379,7 +382,8 @@ class _Lowering:
                 b = self.new_buffer(f"{n.arg.name}_{len(bufs)}" if len(n.srcs) > 1
                                     else n.arg.name, s.shape, s.dtype, BufferKind.RECEIVER,
                                     s.id)
-                out.append(self.copy_kernel(self.views[s.id], b))
+                if s.size:
+                    out.append(self.copy_kernel(self.views[s.id], b))
                 bufs.append(b)
             out.append(ReceiverRead(n.arg, tuple(bufs)))
         elif op is Op.FOR:
@@ -389,6 +393,24 @@ class _Lowering:
             out.append(For(n.arg.range, body, f"i{depth}"))
         else:
             raise NotImplementedError(f"lowering: no rule for {op.name}")
+
+    def _empty(self, n: Node, out: list) -> bool:
+        """Zero-size cases, which get no loop over an empty space: an empty result gets its
+        (empty) buffer and no kernel; a reduction, contraction or scatter of nothing into
+        a non-empty result is a fill with the identity. Returns whether ``n`` was handled."""
+        empty_in = (n.op in (Op.SUM, Op.RMAX) and n.srcs[0].size == 0) or \
+            (n.op is Op.DOT and n.srcs[0].shape[-1] == 0) or \
+            (n.op is Op.SCATTER_ADD and n.srcs[0].size == 0)
+        if n.size and not empty_in:
+            return False
+        t = self.temp(n)
+        if n.size:
+            fill = -float("inf") if n.op is Op.RMAX else 0.0
+            vars_ = space_vars(n.shape)
+            out.append(Elementwise(n.shape, vars_, (Output(
+                t, flat(vars_, n.shape), Const(int(fill) if n.dtype == "int32" and fill == 0
+                                               else fill, n.dtype)),)))
+        return True
 
     def temp(self, n: Node) -> Buffer:
         t = self.new_buffer(f"t{n.id}", n.shape, n.dtype, BufferKind.TEMP, n.id)

@@ -46,8 +46,19 @@ def _const(n: Node):
     return build
 
 
+def _fill(n: Node, value):
+    """A node of an empty reduction: the identity, without a loop over nothing."""
+    return lambda *xs: te.compute(n.shape, lambda *i: tirx.const(value, n.dtype), name="fill")
+
+
+def _empty_input(n: Node) -> bool:
+    return bool(n.size) and n.srcs[0].size == 0
+
+
 def _sum(n: Node):
     axes = [int(a) for a in n.arg]
+    if _empty_input(n):
+        return _fill(n, 0)
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
     return lambda x: topi.sum(x, axis=axes, keepdims=True)
@@ -72,6 +83,8 @@ _MAX_REDUCER = te.comm_reducer(nan_max, lambda dtype: tirx.const(float("-inf"), 
 
 def _rmax(n: Node):
     axes = [int(a) for a in n.arg]
+    if _empty_input(n):
+        return _fill(n, float("-inf"))
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
 
@@ -86,6 +99,9 @@ def _rmax(n: Node):
 
 
 def _dot(n: Node):
+    if n.size and n.srcs[0].shape[-1] == 0:
+        return _fill(n, 0.0)
+
     def build(a, b):
         k = te.reduce_axis((0, a.shape[-1]), "k")
         return te.compute(n.shape, lambda *i: te.sum(
@@ -134,6 +150,9 @@ def gather_check(n: Node):
     """TE for ``int32[1]``: how many indices of the ``GATHER`` node ``n`` lie outside
     ``[0, N)`` (``N`` = table rows), from the index tensor alone."""
     rows = int(n.srcs[0].shape[0])
+    if n.srcs[1].size == 0:                      # no index: nothing out of range
+        return lambda idx: te.compute((1,), lambda _: tirx.const(0, "int32"),
+                                      name="gather_check")
 
     def build(idx):
         def bad(*i):
@@ -148,6 +167,9 @@ def gather_check(n: Node):
 
 
 def _scatter_add(n: Node):
+    if _empty_input(n):
+        return _fill(n, 0.0)
+
     def build(upd, idx):
         axes = [te.reduce_axis((0, d), f"j{a}") for a, d in enumerate(idx.shape)]
         k = len(idx.shape)
@@ -171,6 +193,14 @@ def _rand(n: Node):
 
 _ONE = tirx.const(1.0, "float32")
 _ZERO = tirx.const(0.0, "float32")
+
+
+def _eq(a, b):
+    """``a == b`` as 1.0/0.0, false for NaN even where TIR's simplifier would fold
+    ``x == x`` to true (the ``isnan`` test ``x != x``)."""
+    nan = tirx.Or(tirx.isnan(a), tirx.isnan(b)) if "float" in str(a.ty) else None
+    eq = _f32(a == b)
+    return eq if nan is None else tirx.Select(nan, _ZERO, eq)
 
 
 def _expm1(x):
@@ -197,7 +227,7 @@ TE = {
     Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
     Op.CMPLT: _ew(lambda a, b: _f32(a < b), "lt"), Op.CMPLE: _ew(lambda a, b: _f32(a <= b), "le"),
     Op.CMPGT: _ew(lambda a, b: _f32(a > b), "gt"), Op.CMPGE: _ew(lambda a, b: _f32(a >= b), "ge"),
-    Op.CMPEQ: _ew(lambda a, b: _f32(a == b), "eq"), Op.CMPNE: _ew(lambda a, b: _ONE - _f32(a == b), "ne"),
+    Op.CMPEQ: _ew(lambda a, b: _eq(a, b), "eq"), Op.CMPNE: _ew(lambda a, b: _ONE - _eq(a, b), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m != _ZERO, a, b), "where"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),

@@ -180,7 +180,7 @@ class ReduceMixin:
         shape = [1] * max(self.ndim, 1)
         shape[d] = n
         v = np.arange(n, dtype=np.float32) if values is None else np.asarray(values, np.float32)
-        t = type(self)(v.reshape(shape))
+        t = self._const(v.reshape(shape))
         return t if self.ndim else t.reshape(())
 
     def _argext(self, values, dim: int, keepdim: bool):
