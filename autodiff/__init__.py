@@ -4,12 +4,18 @@ Pipeline (one package per stage): graph -> opt -> procedural -> fusion -> alloc 
 """
 from __future__ import annotations
 
-from .errors import DimError, FeederError, ReceiverError, ShapeError
+import numpy as np
+
+from .errors import DimError, DTypeError, FeederError, ReceiverError, ShapeError
 from .graph import Feeder, Receiver, Tensor, ir_for, no_grad, to_networkx
+from .graph.control import checkpoint, ir_if, ir_while, scan
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)
 from .graph.trace import TRACER
+from .graph import dtypes as _dtypes
+from .graph.dtypes import (DType as dtype, bfloat16, can_cast, float16, float32, int32, int64,
+                           promote_types, result_type)
 from .runtime import Report, execute, print_graph
 
 cat = concatenate = concat
@@ -60,8 +66,39 @@ METHOD_FUNCTIONS = (
 for _name in METHOD_FUNCTIONS:
     globals()[_name] = _fn(_name)
 
-__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "execute", "print_graph", "no_grad",
-           "ShapeError", "DimError", "FeederError", "ReceiverError", "Report", "concat", "cat",
-           "concatenate", "stack", "where", "matmul", "zeros", "ones", "full", "randn",
-           "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange", "linspace",
-           "eye", "empty", "rand", "meshgrid", "einsum", *METHOD_FUNCTIONS]
+def is_floating_point(x) -> bool:
+    """``torch.is_floating_point``: whether tensor ``x`` has a floating dtype."""
+    return x.is_floating_point()
+
+
+def get_default_dtype():
+    """The dtype Python floats and float data become: always ``autodiff.float32``."""
+    return float32
+
+
+def finfo(dt):
+    """``torch.finfo``: machine limits of a floating dtype (numpy's / ml_dtypes' finfo:
+    ``eps``, ``max``, ``min``, ``tiny``, ``bits``...)."""
+    import ml_dtypes
+    return ml_dtypes.finfo(_dtypes.host(_dtypes.get(dt)))
+
+
+def iinfo(dt):
+    """``torch.iinfo``: limits of an integer dtype, as PyTorch gives them (int64: 64-bit,
+    although its values must fit the int32 storage to enter a program)."""
+    return np.iinfo(_dtypes.host(_dtypes.get(dt)))
+
+
+# torch's dtype names; ``bool``, ``float``, ``int`` shadow the builtins only as attributes
+globals().update({"bool": _dtypes.bool_, "float": float32, "int": int32, "long": int64,
+                  "half": float16})
+
+__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "ir_if", "ir_while", "scan", "checkpoint",
+           "execute", "print_graph", "no_grad",
+           "ShapeError", "DimError", "DTypeError", "FeederError", "ReceiverError", "Report",
+           "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
+           "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
+           "linspace", "eye", "empty", "rand", "meshgrid", "einsum", *METHOD_FUNCTIONS,
+           "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
+           "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",
+           "get_default_dtype", "finfo", "iinfo"]

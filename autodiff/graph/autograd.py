@@ -4,6 +4,10 @@
 gradient for that operand given the output gradient ``g`` (same shape as ``out``). A rule of
 ``None`` marks an operand that takes no gradient. The layout follows tinygrad's
 ``gradient.py`` table; the walk is micrograd's (reverse topological order, ``+=`` on fan-out).
+
+Only floating values carry gradients (integer and bool nodes never require grad); a rule
+may compute in a wider dtype (masks are bool, constants float32): the walk casts every
+gradient to its operand's dtype, as PyTorch's autograd does.
 """
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ import math
 
 import numpy as np
 
-from .ir import Op, Node
+from . import dtypes
+from .ir import BITWISE, Op, Node
 from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
                   mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
                   swap_last, unary, unslice, where, window_fold)
@@ -20,7 +25,8 @@ from .trace import TRACER
 
 
 def _cmp(op, a, b): return binary(op, a, b)
-def _one(x): return const(1.0, x.shape)
+def _one(x): return const(1.0, x.shape, x.dtype)
+def _zero(x): return const(0.0, x.shape, x.dtype)
 
 
 def _unbroadcast_expand(g: Node, out: Node, x: Node) -> Node:
@@ -30,7 +36,7 @@ def _unbroadcast_expand(g: Node, out: Node, x: Node) -> Node:
 
 def _max_mask(out: Node, x: Node) -> Node:
     """Ties share the gradient evenly, as ``torch.amax`` does."""
-    hit = _cmp(Op.CMPEQ, x, expand(out, x.shape))
+    hit = cast(_cmp(Op.CMPEQ, x, expand(out, x.shape)), x.dtype)
     axes = [i for i, (a, b) in enumerate(zip(x.shape, out.shape)) if a != b]
     return div(hit, expand(reduce(Op.SUM, hit, axes), x.shape))
 
@@ -84,7 +90,13 @@ def _pow_exponent(g, o, a, b):
 
 
 def _float(x: Node) -> bool:
-    return x.dtype == "float32"
+    return dtypes.is_floating(x.dtype)
+
+
+def _no_derivative(name: str):
+    def rule(g, out, *srcs):
+        raise RuntimeError(f"derivative for {name} is not implemented (as in PyTorch)")
+    return rule
 
 
 GRADS: dict = {
@@ -118,8 +130,11 @@ GRADS: dict = {
     Op.MIN: (lambda g, o, a, b: mul(g, _pairwise_min(a, b, True)),
              lambda g, o, a, b: mul(g, _pairwise_min(a, b, False))),
     Op.WHERE: (None,
-               lambda g, o, m, a, b: where(m, g, const(0.0, g.shape)),
-               lambda g, o, m, a, b: where(m, const(0.0, g.shape), g)),
+               lambda g, o, m, a, b: where(m, g, _zero(g)),
+               lambda g, o, m, a, b: where(m, _zero(g), g)),
+    Op.FLOORDIV: (_no_derivative("floor_divide"), _no_derivative("floor_divide")),
+    Op.MOD: (lambda g, o, a, b: g,
+             lambda g, o, a, b: neg(mul(g, binary(Op.FLOORDIV, a, b)))),
     Op.DOT: (lambda g, o, a, b: dot(g, swap_last(b)), lambda g, o, a, b: dot(swap_last(a), g)),
     Op.SUM: (lambda g, o, x: expand(g, x.shape),),
     Op.RMAX: (lambda g, o, x: mul(expand(g, x.shape), _max_mask(o, x)),),
@@ -145,8 +160,8 @@ class _PerOperand:
 
 
 GRADS[Op.CONCAT] = _PerOperand(_concat_rule)
-for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE):
-    GRADS[_op] = (None, None)
+for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE, *BITWISE):
+    GRADS[_op] = (None,) if _op is Op.NOT else (None, None)
 
 
 GRADS[Op.AFTER] = (lambda g, o, x, anchor: g, None)
@@ -262,5 +277,7 @@ def vjp(seeds, inside, wanted) -> list[tuple[Node, Node]]:
             gs = rule(g, n, *n.srcs)
             if gs is None:
                 continue
+            if gs.dtype != s.dtype:
+                gs = cast(gs, s.dtype)
             give(s, control_ad.fix_fresh(start, gs))
     return list(out.values())

@@ -5,9 +5,10 @@
 
 Everything is traced once into graph IR nodes holding sub-graphs (``IF``, ``WHILE``,
 ``SCAN``; ``FOR`` gets an ``INDEX``), never unrolled. Sub-graphs read values of enclosing
-graphs directly, as loop bodies do. Branch and scan bodies read variables through the
-enclosing scope (the ``LOAD`` is placed before the node), so a parameter used in a branch
-is one value of the enclosing graph.
+graphs directly, as loop bodies do. A scan body reads variables through the enclosing
+scope (the ``LOAD`` is placed before the node: the body cannot assign them), so a weight
+used in every step is one value of the enclosing graph; branches read variables where
+they are (a branch may update them).
 
 Reverse mode (:mod:`.control_ad`): gradients flow through the branch taken and through
 ``scan`` as a rolled loop over saved per-step values; ``checkpoint`` recomputes instead of
@@ -164,18 +165,23 @@ def wants_index(fn) -> bool:
     return False
 
 
-def loop_index(key: int, start: int = 0, step: int = 1):
+def loop_index(key: int, start: int = 0, step: int = 1, count: int | None = None):
     """An int32 0-d tensor: the index of the loop ``key`` (``start + step * k`` in its
-    iteration ``k``), traced as an ``INDEX`` node in the current scope."""
-    return _wrap(TRACER.emit(Node(Op.INDEX, (), (), "int32", IndexArg(key, start, step),
-                                  user_site())))
+    iteration ``k``, at most ``count`` iterations), traced as an ``INDEX`` node in the
+    current scope."""
+    return _wrap(TRACER.emit(Node(Op.INDEX, (), (), "int32",
+                                  IndexArg(key, start, step, count), user_site())))
 
 
-def call_body(fn, key: int, rng: range | None = None):
+def call_body(fn, key: int, rng: range | None = None, count: int | None = None):
     """``fn(i)`` with the loop index if ``fn`` takes one, else ``fn()``; returns whether
-    the index was passed."""
+    the index was passed. ``rng``: the loop's range (else the index counts from 0, at most
+    ``count`` times)."""
     if wants_index(fn):
-        fn(loop_index(key, rng.start if rng else 0, rng.step if rng else 1))
+        if rng is not None:
+            fn(loop_index(key, rng.start, rng.step, len(rng)))
+        else:
+            fn(loop_index(key, 0, 1, count))
         return True
     fn()
     return False
@@ -185,9 +191,9 @@ def call_body(fn, key: int, rng: range | None = None):
 def trace_if(pred: Node, then_fn, else_fn, site: str) -> list[Node]:
     """Trace an ``IF`` node from functions returning lists of nodes (or None); returns its
     ``RESULT`` nodes. The branches' outputs must agree in number, shape and dtype."""
-    t_scope, t_out = _trace(lambda: list(then_fn() or []), hoist=True)
+    t_scope, t_out = _trace(lambda: list(then_fn() or []), hoist=False)
     if else_fn is not None:
-        e_scope, e_out = _trace(lambda: list(else_fn() or []), hoist=True)
+        e_scope, e_out = _trace(lambda: list(else_fn() or []), hoist=False)
     else:
         e_scope, e_out = BodyScope(Graph(), parent=TRACER.scope), []
     if len(t_out) != len(e_out):
@@ -230,15 +236,16 @@ def ir_if(pred, then_fn, else_fn=None):
         pred: a single-value tensor (bool, or a number: nonzero is true) computed on the
             device, e.g. ``i % 100 == 0`` or ``loss.isfinite()``.
         then_fn: function of no arguments.
-        else_fn: function of no arguments, or None (``then_fn`` must then return None).
+        else_fn: function of no arguments, or None (nothing runs otherwise; what
+            ``then_fn`` returns is then ignored, so ``lambda: v.add_(1)`` is fine).
 
     Returns:
-        What the branches return (None if nothing).
+        What the branches return (None without ``else_fn``).
 
     Raises:
         ShapeError: ``pred`` holds more than one value; the branches return different
             shapes (the message names both lines that traced them).
-        TypeError: different structures or dtypes, or a value only ``then_fn`` returns.
+        TypeError: different structures or dtypes.
     """
     site = user_site()
     if not isinstance(pred, _tensor()):
@@ -251,25 +258,20 @@ def ir_if(pred, then_fn, else_fn=None):
 
     def branch(fn, name):
         def run():
-            leaves, tree = flatten(fn())
+            out = fn()
+            leaves, tree = flatten(out if else_fn is not None else None)
             trees[name] = tree
             return [_node(x, "ir_if") for x in leaves]
         return run
 
     def check():
-        if else_fn is None and trees["then"] != ("none",):
-            raise TypeError(f"ir_if: the then-branch returns {_describe(trees['then'])} but "
-                            f"there is no else_fn to return a value otherwise (at {site})")
         if else_fn is not None and trees["then"] != trees["else"]:
             raise TypeError(f"ir_if: the branches return different structures: "
                             f"{_describe(trees['then'])} and {_describe(trees['else'])} "
                             f"(at {site})")
 
     def then_run():
-        out = branch(then_fn, "then")()
-        if else_fn is None:
-            check()
-        return out
+        return branch(then_fn, "then")()
 
     def else_run():
         out = branch(else_fn, "else")()
@@ -309,7 +311,8 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
     key = new_key()
 
     def cond():
-        p = cond_fn(loop_index(key)) if wants_index(cond_fn) else cond_fn()
+        p = cond_fn(loop_index(key, 0, 1, max_iterations)) if wants_index(cond_fn) \
+            else cond_fn()
         if not isinstance(p, _tensor()):
             raise TypeError(f"ir_while: cond_fn must return a tensor computed on the device, "
                             f"got {type(p).__name__} (at {site})")
@@ -321,7 +324,7 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
             raise TypeError(f"ir_while: the condition must not have effects, but it traces "
                             f"{n.op.name.lower()} at {n.site} (at {site})")
     c_scope.graph.outputs = [p]
-    b_scope, _ = _trace(lambda: call_body(body, key), hoist=False)
+    b_scope, _ = _trace(lambda: call_body(body, key, count=max_iterations), hoist=False)
     TRACER.emit(Node(Op.WHILE, (), (), "float32",
                      WhileArg(c_scope.graph, b_scope.graph,
                               None if max_iterations is None else int(max_iterations), key),

@@ -17,25 +17,30 @@ Called by the sweep of :func:`.autograd.vjp` when it reaches a node holding sub-
 
 How residuals get across: while a backward body is traced, a *save context* per forward
 control node being differentiated is open. Rules emit nodes that may read forward values
-the new scope cannot see; :func:`fix_fresh` rewrites such operands through the innermost
-context owning the value (which exports it and returns what the backward scope reads
-instead), repeatedly for nested sub-graphs.
+the new scope cannot see; :func:`fix_fresh` rewrites such operands: constants and views
+are traced again where they are needed, anything else goes through the innermost context
+owning the value (which exports it and returns what the backward scope reads instead),
+repeatedly for nested sub-graphs.
 """
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import replace
 
 from .ir import CONTROL, MOVEMENT, Graph, Node, Op, bodies, captures
+from . import dtypes
 from .ops import add, const
 from .trace import TRACER
 
 #: open save contexts, innermost last
 _CTX: list = []
+#: (node id, scope id) -> its copy in that scope
+_CLONES: dict = {}
 
 
 def _diff(n: Node) -> bool:
-    return n.requires_grad and n.dtype == "float32"
+    return n.requires_grad and dtypes.is_floating(n.dtype)
 
 
 def _zeros(n: Node, shape=None) -> Node:
@@ -65,11 +70,32 @@ def _readable(x: Node) -> bool:
     return False
 
 
+#: open scope -> how many nodes were placed at its start (recomputed constants, views)
+_PREFIX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _place_first(scope, node: Node) -> Node:
+    """Put ``node`` (a leaf, or a view of nodes placed so) before every user in ``scope``."""
+    k = _PREFIX.get(scope, 0)
+    scope.graph.nodes.insert(k, node)
+    scope.ids.add(node.id)
+    _PREFIX[scope] = k + 1
+    return node
+
+
 def resolve(x: Node) -> Node:
-    """``x`` itself if the current scope can read it, else what a save context exports for
-    it (a result of the forward node, a saved stack's slice, a recomputed view)."""
+    """``x`` itself if the current scope can read it, else a copy of it here (a constant,
+    or a view of resolved operands), else what a save context exports for it (a result of
+    the forward node, a saved stack's slice)."""
     if _readable(x):
         return x
+    if x.op is Op.CONST or (x.op in MOVEMENT and any(x.id in c.owned for c in _CTX)):
+        key = (x.id, id(TRACER.scope))
+        r = _CLONES.get(key)
+        if r is None or not _readable(r):
+            srcs = tuple(resolve(s) for s in x.srcs)
+            r = _CLONES[key] = _place_first(TRACER.scope, x.replace(srcs=srcs))
+        return r
     for ctx in reversed(_CTX):
         if x.id in ctx.owned:
             return resolve(ctx.export(x))
@@ -87,6 +113,12 @@ def fix_fresh(start: int, g: Node | None = None) -> Node | None:
         if not all(_readable(s) for s in m.srcs):
             object.__setattr__(m, "srcs", tuple(resolve(s) for s in m.srcs))
     return resolve(g) if g is not None else None
+
+
+def _pop() -> None:
+    _CTX.pop()
+    if not _CTX:
+        _CLONES.clear()
 
 
 def _home(n: Node) -> Graph:
@@ -131,7 +163,7 @@ class _IfSaves:
             other = self.graphs[1] if g is self.graphs[0] else self.graphs[0]
             k = len(g.outputs)
             g.outputs.append(x)
-            z = Node(Op.CONST, (), x.shape, x.dtype, 0 if x.dtype == "int32" else 0.0, x.site)
+            z = Node(Op.CONST, (), x.shape, x.dtype, dtypes.check_scalar(0, x.dtype), x.site)
             other.nodes.insert(0, z)
             other.outputs.append(z)
             r = Node(Op.RESULT, (self.node,), x.shape, x.dtype, k, x.site)
@@ -151,42 +183,29 @@ class _ScanSaves:
         self.memo: dict[int, Node] = {}
         self.nc = n_carry                   # carries of the backward scan
         self.scope = self.xs = None
-        self.prefix = 0
 
     def open(self, scope, xs: list) -> None:
-        self.scope, self.xs, self.prefix = scope, xs, len(scope.graph.nodes)
-
-    def _insert(self, r: Node) -> Node:
-        self.scope.graph.nodes.insert(self.prefix, r)    # before every user
-        self.prefix += 1
-        self.scope.ids.add(r.id)
-        return r
+        self.scope, self.xs = scope, xs
 
     def export(self, x: Node) -> Node:
         r = self.memo.get(x.id)
         if r is not None:
             return r
         a = self.node.arg
-        if x.op is Op.CONST:
-            r = self._insert(x.replace())
-        elif x.op in MOVEMENT:
-            r = self._insert(x.replace(srcs=tuple(resolve(s) for s in x.srcs)))
+        if x.op is Op.ARG and x.arg >= a.n_carry:
+            stack = self.node.srcs[x.arg]              # a scanned input: read it in place
         else:
-            if x.op is Op.ARG and x.arg >= a.n_carry:
-                stack = self.node.srcs[x.arg]          # a scanned input: read it in place
-            else:
-                outs = a.body.outputs
-                j = next((j for j in range(a.n_carry, len(outs)) if outs[j] is x), None)
-                if j is None:
-                    j = len(outs)
-                    outs.append(x)
-                stack = Node(Op.RESULT, (self.node,), (a.length,) + x.shape, x.dtype, j,
-                             x.site)
-                _append(self.home, stack)
-            self.xs.append(stack)
-            r = self._insert(Node(Op.ARG, (), x.shape, x.dtype, self.nc + len(self.xs) - 1,
-                                  x.site))
-        self.memo[x.id] = r
+            outs = a.body.outputs
+            j = next((j for j in range(a.n_carry, len(outs)) if outs[j] is x), None)
+            if j is None:
+                j = len(outs)
+                outs.append(x)
+            stack = Node(Op.RESULT, (self.node,), (a.length,) + x.shape, x.dtype, j, x.site)
+            _append(self.home, stack)
+        self.xs.append(stack)
+        r = self.memo[x.id] = _place_first(self.scope, Node(
+            Op.ARG, (), x.shape, x.dtype, self.nc + len(self.xs) - 1, x.site,
+            x.requires_grad))                          # (differentiated again with remat)
         return r
 
 
@@ -216,7 +235,7 @@ def _if_vjp(n: Node, gout: dict, wanted) -> list:
     try:
         results = trace_if(n.srcs[0], branch(a.then), branch(a.orelse), n.site)
     finally:
-        _CTX.pop()
+        _pop()
     return list(zip(caps + leaves, results))
 
 
@@ -251,10 +270,9 @@ def _scan_vjp(n: Node, gout: dict, wanted) -> list:
         seeds = [(outs[k], ct[i]) for i, k in enumerate(dif) if outs[k].requires_grad]
         seeds += [(outs[k], gy[i]) for i, (k, _) in enumerate(seeds_y)]
         if a.remat:                    # recompute the forward body from the saved carries
-            mapping = {m.id: resolve(m) for m in args.values()}
-            clones = clone_nodes(body.nodes, dict(mapping))
-            new = {m.id: c for m, c in zip(body.nodes, clones)}
-            new.update(mapping)
+            mapping = {m.id: resolve(m) for m in body.nodes if m.op is Op.ARG}
+            new = dict(mapping)
+            clones = clone_nodes(body.nodes, new)
             seeds = [(new.get(o.id, o), g) for o, g in seeds]
             targets = {mapping[m.id].id for m in args.values()}
             res = {m.id: gm for m, gm in vjp(seeds, {c.id for c in clones},
@@ -275,7 +293,7 @@ def _scan_vjp(n: Node, gout: dict, wanted) -> list:
         res = trace_scan(bwd, ct0 + acc0, [g for _, g in seeds_y], a.length, not a.reverse,
                          n.site, on_open=ctx.open)
     finally:
-        _CTX.pop()
+        _pop()
     pairs = [(init[k], res[i]) for i, k in enumerate(dif) if k in need_init]
     pairs += [(c, res[nd + i]) for i, c in enumerate(caps)]
     pairs += [(xs[j], res[nd + ncap + i]) for i, j in enumerate(need_xs)]
@@ -290,12 +308,15 @@ CONTROL_VJP = {Op.IF: _if_vjp, Op.SCAN: _scan_vjp}
 def clone_nodes(nodes, mapping: dict, emit=None, keys: dict | None = None) -> list[Node]:
     """Copies of ``nodes`` (fresh ids; sub-graphs of control nodes copied too, with fresh
     loop keys), operands renamed by ``mapping`` (old id -> node; extended with the copies),
-    traced into the current scope (or given to ``emit``)."""
+    traced into the current scope (or given to ``emit``). Nodes already in ``mapping`` are
+    not copied."""
     from .control import new_key
     emit = emit or TRACER.emit
     keys = {} if keys is None else keys
     out = []
     for m in nodes:
+        if m.id in mapping:                 # given: not copied
+            continue
         srcs = tuple(mapping.get(s.id, s) for s in m.srcs)
         arg = m.arg
         if m.op in CONTROL:
@@ -353,8 +374,7 @@ def checkpoint_vjp(region, gouts: dict, wanted) -> list:
                              c.requires_grad))
         mapping[c.id], back[b.id] = b, c
     clones = clone_nodes(region.nodes, mapping)
-    new = {m.id: c for m, c in zip(region.nodes, clones)}
-    seeds = [(new[i], g) for i, g in gouts.items()]
+    seeds = [(mapping[i], g) for i, g in gouts.items()]
     res = vjp(seeds, {c.id for c in clones}, lambda x: x.id in back)
     return [(back.get(m.id, m), g) for m, g in res]
 

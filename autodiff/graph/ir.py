@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from . import dtypes
+
 
 class Op(enum.Enum):
     # leaves
@@ -37,13 +39,18 @@ class Op(enum.Enum):
     RELU = enum.auto(); ABS = enum.auto(); ERF = enum.auto(); SIGN = enum.auto()
     CAST = enum.auto()       # arg: target dtype name
     ATAN = enum.auto(); LOG1P = enum.auto(); EXPM1 = enum.auto()   # accurate near 0
+    NOT = enum.auto()        # bitwise not (logical not on bool); int and bool only
     # binary elementwise
     ADD = enum.auto(); SUB = enum.auto(); MUL = enum.auto(); DIV = enum.auto()
     POW = enum.auto(); MAX = enum.auto(); MIN = enum.auto()
     CMPLT = enum.auto(); CMPLE = enum.auto(); CMPGT = enum.auto(); CMPGE = enum.auto()
     CMPEQ = enum.auto(); CMPNE = enum.auto()
+    FLOORDIV = enum.auto()   # floor(a / b) (Python's //, torch.floor_divide)
+    MOD = enum.auto()        # a - floor(a / b) * b (Python's %, torch.remainder)
+    AND = enum.auto(); OR = enum.auto(); XOR = enum.auto()   # bitwise; int and bool only
+    SHL = enum.auto(); SHR = enum.auto()   # shifts (arithmetic right); int only
     # ternary elementwise
-    WHERE = enum.auto()      # srcs: (mask, a, b); mask is nonzero -> a
+    WHERE = enum.auto()      # srcs: (mask bool, a, b); mask true -> a
     # contraction and reductions (reductions keep reduced dims as size 1)
     DOT = enum.auto()        # srcs: (a [..., M, K], b [..., K, N]) with equal batch dims
     SUM = enum.auto()        # arg: tuple of axes
@@ -59,7 +66,7 @@ class Op(enum.Enum):
     WINDOW = enum.auto()     # arg: (dim, size, step, dilation); sliding windows of ``dim``:
                              # out[..., o, ..., k] = x[..., o*step + k*dilation, ...], the
                              # window index k a new last dim (``Tensor.unfold`` + dilation)
-    GATHER = enum.auto()     # srcs: (table [N, ...], idx int32 [...]) -> [..., ...]
+    GATHER = enum.auto()     # srcs: (table [N, ...], idx int32/int64 [...]) -> [..., ...]
     SCATTER_ADD = enum.auto()  # srcs: (updates [..., ...], idx [...]); arg: N -> [N, ...]
     # effects
     ASSIGN = enum.auto()     # arg: Variable; srcs: (value,)
@@ -81,9 +88,11 @@ class Op(enum.Enum):
 
 UNARY = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                    Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.RELU, Op.ABS, Op.ERF, Op.SIGN,
-                   Op.CAST, Op.ATAN, Op.LOG1P, Op.EXPM1})
+                   Op.CAST, Op.ATAN, Op.LOG1P, Op.EXPM1, Op.NOT})
 COMPARE = frozenset({Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE})
-BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN}) | COMPARE
+BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.NOT})
+BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN, Op.FLOORDIV,
+                    Op.MOD, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR}) | COMPARE
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
 REDUCE = frozenset({Op.SUM, Op.RMAX})
 MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT,
@@ -107,6 +116,8 @@ class Variable:
     name: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
     owner: Any = None   # weakref to the Tensor that holds this variable
+    transient: bool = False   # made by lowering (scan carries, branch results): the
+                              # storage is a temporary of one program, never the host's
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -114,6 +125,8 @@ class Variable:
 
     @property
     def dtype(self) -> str:
+        """The dtype name (the host value's dtype: ``int64`` values are int64 here even
+        though devices store them as int32)."""
         return str(self.value.dtype)
 
     def __repr__(self) -> str:
@@ -131,9 +144,11 @@ class FeederSpec:
 
 @dataclass(eq=False)
 class ReceiverSpec:
-    """Host callback ``fn(*arrays)`` run with the values of the node's operands."""
+    """Host callback ``fn(*arrays)`` run with the values of the node's operands
+    (``dtypes``: their dtype names, which the arrays are converted to on the host)."""
     fn: Any
     name: str
+    dtypes: tuple = ()
 
 
 @dataclass(eq=False)
@@ -157,10 +172,19 @@ class ForArg:
 @dataclass(frozen=True)
 class IndexArg:
     """The arg of an ``INDEX`` node: ``start + step * k`` in iteration ``k`` (counted from 0)
-    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``)."""
+    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``), which runs at most
+    ``count`` iterations (None: unbounded)."""
     key: int
     start: int = 0
     step: int = 1
+    count: int | None = None
+
+    def bounds(self) -> tuple[int, int] | None:
+        """Smallest and largest value the index takes (None if unbounded or never run)."""
+        if not self.count:
+            return None
+        last = self.start + self.step * (self.count - 1)
+        return min(self.start, last), max(self.start, last)
 
 
 @dataclass(eq=False)
@@ -231,7 +255,9 @@ class Node:
         srcs: operand nodes (may belong to an enclosing graph: a loop body reads values
             computed before the loop directly).
         shape: result shape, a tuple of ints (``()`` for scalars and effects).
-        dtype: ``"float32"`` or ``"int32"``.
+        dtype: dtype name, one of :data:`autodiff.graph.dtypes.DTYPES` (``"float32"``,
+            ``"int64"``, ``"bool"``...); every operand of an elementwise node has one dtype
+            (the front end inserts ``CAST`` nodes), except ``WHERE``'s bool mask.
         arg: op attribute, see :class:`Op`.
         site: ``file:line`` of the user's code that traced the node.
         requires_grad: whether reverse-mode AD propagates through the node.
@@ -257,7 +283,8 @@ class Node:
 
     @property
     def nbytes(self) -> int:
-        return self.size * np.dtype(self.dtype).itemsize
+        """Bytes in device storage (int64 is stored as int32)."""
+        return self.size * dtypes.itemsize(self.dtype)
 
     def __repr__(self) -> str:
         return f"%{self.id}:{self.op.name}{list(self.shape)}"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import itertools
 
-from . import control
+from . import control, dtypes
 from .ir import FeederSpec, Node, Op, ReceiverSpec
-from .tensor import Tensor, _DTYPES, _wrap
+from .tensor import Tensor, _wrap
 from .trace import TRACER, user_site
 
 _names = itertools.count()
@@ -15,12 +15,26 @@ def Feeder(fn, shape, dtype: str = "float32", name: str | None = None) -> Tensor
     """A tensor whose value the host produces by calling ``fn()`` each time the node runs.
 
     Inside ``ir_for`` that is once per iteration, in iteration order. ``fn`` must return a
-    numpy array of exactly ``shape`` and ``dtype`` (``"float32"`` or ``"int32"``); anything
-    else stops ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the
-    iteration. A Feeder is always called, even when its value turns out unused.
+    numpy array of exactly ``shape`` and ``dtype``: any autodiff dtype (``autodiff.float32``,
+    ``"int64"``, ``torch.bool``...; the array's numpy dtype is the host dtype of
+    :mod:`autodiff.graph.dtypes`: ``np.int64`` for int64, ``ml_dtypes.bfloat16`` for
+    bfloat16). Anything else, and int64 values outside the int32 storage, stops
+    ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the iteration. A
+    Feeder is always called, even when its value turns out unused. The array is copied
+    before ``fn`` is called again, so ``fn`` may refill and return one buffer.
+
+    Order (``execute(prefetch=n)``, the same on every device): Feeders run in program
+    order among themselves. With ``prefetch=0`` every Feeder runs after every Receiver
+    before it in program order (the Feeder of iteration ``k + 1`` sees what the Receivers
+    of iteration ``k`` saw). With ``prefetch=n > 0``, in a loop whose body holds no nested
+    loop, the Feeders of iteration ``k + n`` are called before the Receivers of iteration
+    ``k`` run, and those of ``k + n + 1`` only after they returned. After an error, the
+    error states how many Feeder calls were made beyond the completed iterations.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or an unknown dtype.
     """
-    if dtype not in _DTYPES:
-        raise TypeError(f"Feeder dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    dtype = dtypes.name(dtype)
     if not callable(fn):
         raise TypeError(f"Feeder needs a callable, got {type(fn).__name__}")
     shape = tuple(int(d) for d in shape)
@@ -36,14 +50,25 @@ def Receiver(fn, tensors, name: str | None = None) -> None:
     Inside ``ir_for``: once per iteration, in iteration order; every call has returned before
     ``execute()`` returns. Arrays are fresh numpy copies the callback may keep. A callback
     that raises stops ``execute()`` with :class:`autodiff.ReceiverError` naming the
-    iteration; variables then keep the values of the last completed iteration.
+    iteration (a ``KeyboardInterrupt`` stops it too, re-raised as
+    :class:`autodiff.errors.ExecutionInterrupted`); variables then keep the values after
+    the iterations before it.
+
+    Order: Receivers run in program order among themselves; relative to Feeders see
+    :func:`Feeder` (``prefetch=0``: program order; ``prefetch=n``: the Receivers of
+    iteration ``k`` run after the Feeders of iteration ``k + n`` were called). The
+    callback must not read the running program's variables on the host (``.numpy()``,
+    ``state_dict()``): that raises, since their host values are from before the run;
+    pass the tensors themselves (e.g. ``list(model.parameters())``) to see their current
+    values.
     """
     if not callable(fn):
         raise TypeError(f"Receiver needs a callable, got {type(fn).__name__}")
     tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
     srcs = tuple(t.node for t in tensors)
     TRACER.emit(Node(Op.RECEIVER, srcs, (), "float32",
-                     ReceiverSpec(fn, name or f"receiver{next(_names)}"), user_site()))
+                     ReceiverSpec(fn, name or f"receiver{next(_names)}",
+                                  tuple(s.dtype for s in srcs)), user_site()))
 
 
 def ir_for(rng, body) -> None:

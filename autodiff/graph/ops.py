@@ -11,13 +11,16 @@ import math
 
 import numpy as np
 
-from ..errors import DimError, ShapeError
-from .ir import BINARY, Node, Op, UNARY
+from ..errors import DimError, DTypeError, ShapeError
+from . import dtypes
+from .ir import BINARY, BITWISE, COMPARE, Node, Op, UNARY
 from .trace import TRACER, user_site
 
 
 def _emit(op: Op, srcs, shape, dtype="float32", arg=None) -> Node:
-    rg = TRACER.grad_enabled and any(s.requires_grad for s in srcs)
+    """Gradients flow only through floating dtypes."""
+    rg = TRACER.grad_enabled and dtypes.is_floating(dtype) and any(s.requires_grad
+                                                                  for s in srcs)
     return TRACER.emit(Node(op, tuple(srcs), tuple(int(d) for d in shape), dtype, arg,
                             user_site(), rg))
 
@@ -32,8 +35,14 @@ def _norm_dim(d: int, ndim: int, op: str, shape) -> int:
 
 # -- leaves ---------------------------------------------------------------------------
 def const(value, shape=(), dtype="float32") -> Node:
-    """A constant ``value`` filled to ``shape``."""
-    value = int(value) if dtype == "int32" else float(value)
+    """A constant ``value`` of ``dtype`` filled to ``shape`` (``value`` becomes a Python
+    bool, int, or float rounded to the dtype).
+
+    Raises:
+        OverflowError: an integer outside the int32 storage.
+    """
+    dtype = dtypes.name(dtype)
+    value = dtypes.check_scalar(value, dtype, f"constant (traced at {user_site()})")
     return _emit(Op.CONST, (), shape, dtype, value)
 
 
@@ -165,10 +174,15 @@ def pad(x: Node, pads) -> Node:
 
 
 def concat(xs, dim: int) -> Node:
-    """``xs`` joined along ``dim``; other dims must agree."""
+    """``xs`` joined along ``dim``; other dims must agree; dtypes are promoted together
+    (as ``torch.cat``)."""
     xs = list(xs)
     if not xs:
         raise ShapeError("concat", [], user_site(), "no tensors")
+    dt = xs[0].dtype
+    for x in xs[1:]:
+        dt = dtypes.promote_types(dt, x.dtype).name
+    xs = [cast(x, dt) for x in xs]
     nd = len(xs[0].shape)
     dim = _norm_dim(dim, nd, "concat", xs[0].shape)
     for x in xs:
@@ -269,17 +283,58 @@ def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
         raise ShapeError(op, shapes, user_site(), "cannot broadcast") from None
 
 
-def elementwise(op: Op, *srcs: Node) -> Node:
-    """``op`` applied elementwise; operands are broadcast explicitly first."""
-    name = op.name.lower()
+#: elementwise op -> the kind of its dtype rule (see :func:`result_dtype`)
+_FLOAT_OPS = frozenset({Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP, Op.SIN,
+                        Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ATAN, Op.LOG1P, Op.EXPM1})
+_NO_BOOL = frozenset({Op.NEG, Op.ABS, Op.RELU, Op.SUB, Op.POW, Op.FLOORDIV, Op.MOD, Op.SHL,
+                      Op.SHR})
+
+
+def _dtype_error(op: Op, dts, why: str) -> DTypeError:
+    return DTypeError(f"{op.name.lower()}: {why}, got {[str(d) for d in dts]} "
+                      f"(traced at {user_site()})")
+
+
+def result_dtype(op: Op, *dts: str) -> tuple[str, str]:
+    """``(operand dtype, result dtype)`` of elementwise ``op`` on operands of ``dts``.
+
+    Operands are first promoted together (:func:`~.dtypes.promote_types`; ``WHERE``'s
+    mask is not). Then, as in PyTorch: comparisons give bool; ``DIV`` and the
+    transcendental ops (exp, log, sqrt, sin, sigmoid, ...) compute integer and bool
+    operands in float32; bitwise ops take integers and bool only (shifts: integers);
+    ``NEG``, ``ABS``, ``RELU``, ``SUB``, ``POW``, ``FLOORDIV``, ``MOD`` reject bool.
+
+    Raises:
+        DTypeError: a combination PyTorch rejects too.
+    """
     if op is Op.WHERE:
-        name = "where"
-    if any(s.dtype != "float32" for s in srcs) and op is not Op.CAST:
-        raise TypeError(f"{name}: operands must be float32, got "
-                        f"{[s.dtype for s in srcs]} (traced at {user_site()})")
+        if dts[0] != "bool":
+            raise _dtype_error(op, dts, "the condition must be a bool tensor")
+        dts = dts[1:]
+    common = dts[0]
+    for d in dts[1:]:
+        common = dtypes.promote_types(common, d).name
+    if op in _NO_BOOL and common == "bool":
+        raise _dtype_error(op, dts, "not supported on bool tensors (use ~, ^ or "
+                                    "logical_not for logic)")
+    if op in BITWISE and dtypes.is_floating(common):
+        raise _dtype_error(op, dts, "needs integer or bool tensors")
+    if op in _FLOAT_OPS or op is Op.DIV:
+        common = common if dtypes.is_floating(common) else "float32"
+    return common, ("bool" if op in COMPARE else common)
+
+
+def elementwise(op: Op, *srcs: Node) -> Node:
+    """``op`` applied elementwise; operands are broadcast explicitly first and cast to the
+    operand dtype of :func:`result_dtype` (``CAST`` nodes)."""
+    name = op.name.lower()
+    assert op is not Op.CAST
+    operand, out = result_dtype(op, *[s.dtype for s in srcs])
     shape = broadcast_shape(name, *[s.shape for s in srcs])
+    first = 1 if op is Op.WHERE else 0
+    srcs = [s if i < first else cast(s, operand) for i, s in enumerate(srcs)]
     srcs = [expand(s, shape) for s in srcs]
-    return _emit(op, srcs, shape, "float32")
+    return _emit(op, srcs, shape, out)
 
 
 def unary(op: Op, x: Node) -> Node:
@@ -292,26 +347,45 @@ def binary(op: Op, a: Node, b: Node) -> Node:
     return elementwise(op, a, b)
 
 
-def cast(x: Node, dtype: str) -> Node:
-    """``x`` converted to ``dtype`` (``"float32"`` or ``"int32"``; float -> int truncates)."""
+def cast(x: Node, dtype) -> Node:
+    """``x`` converted to ``dtype``: float -> int truncates toward zero, anything -> bool is
+    ``!= 0``, float32 -> float16/bfloat16 rounds to nearest even. Differentiable between
+    floating dtypes only (the gradient is cast back)."""
+    dtype = dtypes.name(dtype)
     if dtype == x.dtype:
         return x
     return TRACER.emit(Node(Op.CAST, (x,), x.shape, dtype, dtype, user_site(),
-                            TRACER.grad_enabled and x.requires_grad and dtype == "float32"))
+                            TRACER.grad_enabled and x.requires_grad
+                            and dtypes.is_floating(dtype)))
 
 
 def where(mask: Node, a: Node, b: Node) -> Node:
-    """``a`` where ``mask`` is nonzero, else ``b`` (all broadcast together)."""
+    """``a`` where ``mask`` (bool) is true, else ``b`` (all broadcast together; ``a`` and
+    ``b`` promoted to one dtype)."""
     return elementwise(Op.WHERE, mask, a, b)
 
 
 # -- reductions and contraction -------------------------------------------------------
 def reduce(op: Op, x: Node, axes) -> Node:
-    """``SUM`` or ``RMAX`` over ``axes``; reduced dims stay as size 1."""
+    """``SUM`` or ``RMAX`` over ``axes``; reduced dims stay as size 1. The result has
+    ``x``'s dtype (the front end sums integers and bool as int64, like PyTorch); float16
+    and bfloat16 accumulate in float32 and round once.
+
+    Raises:
+        DTypeError: ``SUM`` of bool (cast it to an integer first).
+        IndexError: ``RMAX`` over a dim of size 0 (as torch's ``amax``); a ``SUM`` over
+            one is 0.
+    """
+    if op is Op.SUM and x.dtype == "bool":
+        raise _dtype_error(op, [x.dtype], "sum of bool needs a cast to an integer dtype")
     nd = len(x.shape)
     axes = tuple(sorted({_norm_dim(a, nd, op.name.lower(), x.shape) for a in axes}))
     if not axes or nd == 0:
         return x
+    empty = [a for a in axes if x.shape[a] == 0]
+    if op is Op.RMAX and empty:           # torch: a max over nothing is an error
+        raise IndexError(f"amax: expected reduction dim {empty[0]} of {list(x.shape)} to "
+                         f"have non-zero size (traced at {user_site()})")
     return _emit(op, (x,), [1 if i in axes else d for i, d in enumerate(x.shape)], x.dtype, axes)
 
 
@@ -319,8 +393,13 @@ def dot(a: Node, b: Node) -> Node:
     """Matrix product ``a @ b`` for ``a [..., M, K]`` and ``b [..., K, N]``.
 
     1-D operands follow numpy (a vector is promoted to a matrix, then the added dim is
-    removed); batch dims broadcast.
+    removed); batch dims broadcast. Operands are promoted to one dtype (bool is rejected,
+    as in PyTorch); float16/bfloat16 accumulate in float32, integers in int32.
     """
+    dt = dtypes.promote_types(a.dtype, b.dtype).name
+    if dt == "bool":
+        raise _dtype_error(Op.DOT, [a.dtype, b.dtype], "not supported on bool tensors")
+    a, b = cast(a, dt), cast(b, dt)
     if len(a.shape) == 0 or len(b.shape) == 0:
         raise ShapeError("matmul", [a.shape, b.shape], user_site(),
                          "operands must have >= 1 dim")
@@ -337,7 +416,7 @@ def dot(a: Node, b: Node) -> Node:
     batch = broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
     a = expand(a, batch + a.shape[-2:])
     b = expand(b, batch + b.shape[-2:])
-    out = _emit(Op.DOT, (a, b), batch + (a.shape[-2], b.shape[-1]), "float32")
+    out = _emit(Op.DOT, (a, b), batch + (a.shape[-2], b.shape[-1]), dt)
     if squeeze:
         shape = list(out.shape)
         for d in sorted(squeeze):
@@ -347,12 +426,19 @@ def dot(a: Node, b: Node) -> Node:
 
 
 # -- indexing -------------------------------------------------------------------------
-def gather(table: Node, idx: Node) -> Node:
-    """Rows of ``table [N, ...]`` picked by ``idx`` (int32, any shape): ``[*idx.shape, ...]``."""
-    if idx.dtype != "int32" or len(table.shape) < 1:
+def gather(table: Node, idx: Node, arg=None) -> Node:
+    """Rows of ``table [N, ...]`` picked by ``idx`` (int32 or int64, any shape):
+    ``[*idx.shape, ...]``.
+
+    An index outside ``[0, N)`` stops the run (``IndexError``). ``arg``: None, or
+    ``(name, ignore)``: errors name ``name`` (what the user called) and indices equal to
+    ``ignore`` are allowed (they read row 0).
+    """
+    if not dtypes.is_integral(idx.dtype) or len(table.shape) < 1:
         raise ShapeError("gather", [table.shape, idx.shape], user_site(),
-                         "needs a table with >= 1 dim and int32 indices")
-    return _emit(Op.GATHER, (table, idx), idx.shape + table.shape[1:], table.dtype)
+                         f"needs a table with >= 1 dim and int32/int64 indices, got "
+                         f"{idx.dtype} indices")
+    return _emit(Op.GATHER, (table, idx), idx.shape + table.shape[1:], table.dtype, arg)
 
 
 def scatter_add(updates: Node, idx: Node, n: int) -> Node:
@@ -372,8 +458,8 @@ def neg(a): return unary(Op.NEG, a)
 
 
 def scale(a: Node, c: float) -> Node:
-    """``a * c`` for a Python number ``c``."""
-    return mul(a, const(c, a.shape))
+    """``a * c`` for a Python number ``c`` (in ``a``'s dtype if floating, else float32)."""
+    return mul(a, const(c, a.shape, a.dtype if dtypes.is_floating(a.dtype) else "float32"))
 
 
 def swap_last(a: Node) -> Node:

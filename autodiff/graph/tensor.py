@@ -18,42 +18,57 @@ import weakref
 import numpy as np
 
 from ..errors import ShapeError
-from . import ops
+from . import dtypes, ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
-from .mixins import (CreationMixin, ElementwiseMixin, IndexingMixin, MovementMixin,
-                     ReduceMixin, ScanMixin, WindowMixin)
+from .mixins import (CreationMixin, DTypeMixin, ElementwiseMixin, IndexingMixin,
+                     MovementMixin, ReduceMixin, ScanMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
-from .trace import TRACER, no_grad, user_site
-
-_DTYPES = {"float32": np.float32, "int32": np.int32}
+from .mixins.dtype import binary as _promoted_binary, promoted as _promoted
+from .trace import OWNERS, TRACER, no_grad, user_site
 
 
 def _as_array(data, dtype=None) -> np.ndarray:
+    """``data`` as the host array of a tensor of ``dtype`` (default: the data's own dtype
+    where autodiff has it, see :func:`~autodiff.graph.dtypes.default_for`).
+
+    Raises:
+        TypeError: an unknown dtype.
+        OverflowError: int64 data outside the int32 storage.
+    """
     if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor
-        data = data.detach().cpu().numpy()
+        data = data.detach().cpu()
+        if str(data.dtype) == "torch.bfloat16":               # numpy has no bfloat16
+            dtype = dtype if dtype is not None else "bfloat16"
+            data = data.float()
+        data = data.numpy()
     arr = np.asarray(data)
-    if dtype is None:
-        dtype = "int32" if np.issubdtype(arr.dtype, np.integer) else "float32"
-    if dtype not in _DTYPES:
-        raise TypeError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-    return np.asarray(arr, dtype=_DTYPES[dtype], order="C")   # keeps 0-d arrays 0-d
+    dt = dtypes.get(dtype) if dtype is not None else dtypes.default_for(arr)
+    dtypes.check_range(arr, dt, "tensor data")
+    return dtypes.to_host(arr, dt)                             # keeps 0-d arrays 0-d
 
 
 #: the op-family mixins, in method-resolution order (one line to extend)
-MIXINS = (CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, ScanMixin,
-          IndexingMixin, WindowMixin)
+MIXINS = (DTypeMixin, CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin,
+          ScanMixin, IndexingMixin, WindowMixin)
 
 
 class Tensor(*MIXINS):
-    """An n-dimensional float32 (or int32) array on the device.
+    """An n-dimensional array on the device, of one dtype (``autodiff.float32``,
+    ``int64``, ``bool``... see :mod:`autodiff.graph.dtypes`).
 
     Args:
-        data: array-like (numpy array, nested lists, a torch tensor); float data becomes
-            float32, integer data int32 unless ``dtype`` says otherwise.
-        requires_grad: whether ``backward()`` accumulates a gradient into ``.grad``.
-        dtype: ``"float32"`` or ``"int32"``.
+        data: array-like (numpy array, nested lists, a torch tensor). Its dtype is kept
+            where autodiff has it (bool, int32, int64, float32, float16, bfloat16); other
+            floats (float64) become float32, Python ints int64, other integers int32/int64.
+        requires_grad: whether ``backward()`` accumulates a gradient into ``.grad``
+            (floating dtypes only).
+        dtype: a dtype (``autodiff.int64``, ``"float16"``, ``torch.bool``...).
         name: shown by printers.
+
+    Raises:
+        TypeError: an unknown dtype, or ``requires_grad`` on a non-floating dtype.
+        OverflowError: int64 data outside the int32 storage.
     """
     __array_priority__ = 1000   # numpy scalars defer to our operators
 
@@ -69,8 +84,9 @@ class Tensor(*MIXINS):
             self._var = Variable(_as_array(data, dtype), name)
             self._var.owner = weakref.ref(self)
             self.requires_grad = bool(requires_grad)
-            if self.requires_grad and self._var.dtype != "float32":
-                raise TypeError("only float32 tensors can require gradients")
+            if self.requires_grad and not dtypes.is_floating(self._var.dtype):
+                raise TypeError("only floating point tensors can require gradients, got "
+                                f"{self._var.dtype}")
         else:
             self.requires_grad = _node.requires_grad
             if TRACER.scope is TRACER.root:
@@ -105,8 +121,9 @@ class Tensor(*MIXINS):
         return self._var.shape if self._var is not None else self._node.shape
 
     @property
-    def dtype(self) -> str:
-        return self._var.dtype if self._var is not None else self._node.dtype
+    def dtype(self) -> dtypes.DType:
+        """``autodiff.float32``, ... (equal to the name too: ``t.dtype == "float32"``)."""
+        return dtypes.get(self._var.dtype if self._var is not None else self._node.dtype)
 
     @property
     def ndim(self) -> int:
@@ -181,6 +198,7 @@ class Tensor(*MIXINS):
         if self._var is None:
             raise RuntimeError("this tensor has no value yet: call autodiff.execute() first "
                                f"(traced at {self._node.site})")
+        OWNERS.check(self._var)         # a running execute() owns it: raise or wait
         return self._var.value.copy()
 
     def item(self) -> float:
@@ -210,7 +228,8 @@ class Tensor(*MIXINS):
         if not root.requires_grad:
             raise RuntimeError("backward(): tensor does not require grad")
         with no_grad():
-            seed = ops.const(1.0, root.shape) if gradient is None else _node_of(gradient)
+            seed = (ops.const(1.0, root.shape, root.dtype) if gradient is None
+                    else ops.cast(_node_of(gradient), root.dtype))
             if seed.shape != root.shape:
                 raise ShapeError("backward", [root.shape, seed.shape], user_site())
             _backward(root, seed, _accumulate)
@@ -251,23 +270,28 @@ class Tensor(*MIXINS):
         return self._set(ops.expand(_node_of(src), self.shape))
 
     def add_(self, other, alpha: float = 1.0) -> "Tensor":
-        o = _node_of(other)
-        return self._set(ops.add(self.node, o if alpha == 1 else ops.scale(o, alpha)))
+        if alpha != 1:
+            other = (_wrap(ops.scale(other.node, alpha)) if isinstance(other, Tensor)
+                     and other.is_floating_point() else _bin(Op.MUL, other, alpha))
+        return self._set_promoted(self + other)
 
     def sub_(self, other, alpha: float = 1.0) -> "Tensor":
         return self.add_(other, -alpha)
 
     def mul_(self, other) -> "Tensor":
-        return self._set(ops.mul(self.node, _node_of(other)))
+        return self._set_promoted(self * other)
 
     def div_(self, other) -> "Tensor":
-        return self._set(ops.div(self.node, _node_of(other)))
+        return self._set_promoted(self / other)
 
     def zero_(self) -> "Tensor":
-        return self._set(ops.const(0.0, self.shape))
+        return self._set(ops.const(0, self.shape, self.dtype))
 
     def fill_(self, value: float) -> "Tensor":
-        return self._set(ops.const(value, self.shape))
+        if dtypes.is_scalar(value):
+            return self._set(ops.const(value.item() if hasattr(value, "item") else value,
+                                       self.shape, self.dtype))
+        return self._set(ops.expand(ops.cast(_node_of(value), self.dtype), self.shape))
 
     def __iadd__(self, o): return self.add_(o)
     def __isub__(self, o): return self.sub_(o)
@@ -322,15 +346,17 @@ def _wrap(node: Node) -> Tensor:
 def _node_of(x, like: Node | None = None) -> Node:
     if isinstance(x, Tensor):
         return x.node
-    if isinstance(x, (numbers.Number, np.number)) or (isinstance(x, np.ndarray) and x.ndim == 0):
-        return ops.const(float(x), ())
+    if dtypes.is_scalar(x):
+        x = x.item() if isinstance(x, (np.ndarray, np.generic)) else x
+        return ops.const(x, (), dtypes.scalar_dtype(x))
     if isinstance(x, np.ndarray):
         return Tensor(x).node
     raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
 
 def _bin(op: Op, a, b) -> Tensor:
-    return _wrap(ops.binary(op, _node_of(a), _node_of(b)))
+    """``op(a, b)`` with PyTorch's type promotion (Python scalars are weak)."""
+    return _promoted_binary(op, a, b)
 
 
 def _un(op: Op, a: Tensor) -> Tensor:
@@ -354,9 +380,15 @@ def matmul(a, b) -> Tensor:
 
 
 def where(condition, input, other) -> Tensor:
-    """``input`` where ``condition`` is nonzero, else ``other``; all three broadcast
-    together (``torch.where``). Either branch may be a Python number."""
-    return _wrap(ops.where(_node_of(condition), _node_of(input), _node_of(other)))
+    """``input`` where ``condition`` (a bool tensor) is true, else ``other``; all three
+    broadcast together, ``input`` and ``other`` promoted to one dtype (``torch.where``).
+    Either branch may be a Python number.
+
+    Raises:
+        DTypeError: ``condition`` is not bool.
+    """
+    _, (x, y) = _promoted(input, other)
+    return _wrap(ops.where(_node_of(condition), x, y))
 
 
 def concat(tensors, dim: int = 0) -> Tensor:

@@ -1,6 +1,8 @@
 """Neural-network modules and losses, spelled like ``torch.nn``."""
 from . import functional, init, utils
-from .activation import GELU, LogSoftmax, Softmax
+from .activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh,
+                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, SiLU, Softmax,
+                         Softmax2d, Softmin, Softplus, Softsign)
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
@@ -37,4 +39,7 @@ __all__ += ["init", "utils", "ModuleDict", "ParameterList", "ParameterDict", "Co
             "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
             "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d",
             "MaxPool2d", "PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d",
-            "UpsamplingNearest2d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+            "UpsamplingNearest2d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+            "CELU", "ELU", "GLU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
+            "LogSigmoid", "Mish", "PReLU", "ReLU6", "SiLU", "Softmax2d", "Softmin", "Softplus",
+            "Softsign"]

@@ -69,8 +69,8 @@ class Embedding(Module):
     def forward(self, idx) -> Tensor:
         w = self.weight
         if self.padding_idx is not None and w.requires_grad:
-            keep = np.ones((self.num_embeddings, 1), np.float32)
-            keep[self.padding_idx] = 0.0
+            keep = np.ones((self.num_embeddings, 1), bool)
+            keep[self.padding_idx] = False
             w = where(Tensor(keep), w, w.detach())       # same values, no gradient row
         return F.embedding(idx, w)
 

@@ -283,16 +283,17 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
 
 
 def embedding(idx, weight: Tensor) -> Tensor:
-    """Rows of ``weight [num, dim]`` picked by int32 ``idx`` (any shape): ``[*idx.shape, dim]``.
+    """Rows of ``weight [num, dim]`` picked by int32/int64 ``idx`` (any shape):
+    ``[*idx.shape, dim]``.
 
     An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add).
 
     Raises:
-        TypeError: ``idx`` is not int32.
+        TypeError: ``idx`` is not int32 or int64.
     """
-    idx = _tensor(idx, "int32") if not isinstance(idx, Tensor) else idx
-    if idx.dtype != "int32":
-        raise TypeError(f"embedding: indices must be int32, got {idx.dtype}")
+    idx = _tensor(idx, "int64") if not isinstance(idx, Tensor) else idx
+    if idx.dtype not in ("int32", "int64"):
+        raise TypeError(f"embedding: indices must be int32 or int64, got {idx.dtype}")
     return _wrap(ops.gather(weight.node, idx.node))
 
 
@@ -394,11 +395,16 @@ def _check_reduction(reduction: str) -> None:
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
-    """Per-element ``w[t] * logp[t]`` (class dim last) and ``w[t]`` (0 where ignored)."""
+def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int,
+            name: str = "cross_entropy"):
+    """Per-element ``w[t] * logp[t]`` (class dim last) and ``w[t]`` (0 where ignored).
+
+    A target outside ``[0, C)`` other than ``ignore_index`` stops the run in its iteration
+    with an ``IndexError`` naming ``name``, the user's line and the value, on every device
+    (:class:`autodiff.errors.IndexOutOfRange`): a checked gather from zeros, adding 0."""
     n_cls = logp.shape[-1]
-    if target.dtype != "int32":
-        raise TypeError(f"class targets must be int32, got {target.dtype}")
+    if target.dtype not in ("int32", "int64"):
+        raise TypeError(f"class targets must be int32 or int64, got {target.dtype}")
     if tuple(target.shape) != tuple(logp.shape[:-1]):
         raise ShapeError("cross_entropy", [logp.shape, target.shape], user_site(),
                          f"class targets must have shape {list(logp.shape[:-1])}")
@@ -406,8 +412,10 @@ def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
     one_hot = t.unsqueeze(-1) == Tensor._const(np.arange(n_cls, dtype=np.float32))  # [..., C]
     valid = (t != float(ignore_index)).float()                                  # [...]
     w = valid if weight is None else (one_hot.float() * weight).sum(-1) * valid
+    check = _wrap(ops.gather(ops.const(0.0, (n_cls,)), target.node,
+                             (name, int(ignore_index))))
     # where(), not one_hot * logp: a masked class (logit -inf) must not make 0 * -inf
-    return where(one_hot, logp, 0.0).sum(-1) * w, w
+    return where(one_hot, logp, 0.0).sum(-1) * w + check, w
 
 
 def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=None,
@@ -433,7 +441,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=N
                        None, reduction)
         return out.squeeze(0) if reduction == "none" else out
     logp, _ = _class_last(input)
-    loss, w = _picked(logp, target, weight, ignore_index)
+    loss, w = _picked(logp, target, weight, ignore_index, "nll_loss")
     if reduction == "none":
         return -loss
     return -loss.sum() if reduction == "sum" else -loss.sum() / w.sum()
@@ -586,6 +594,7 @@ __all__ += ["leaky_relu", "elu", "celu", "selu", "silu", "softplus", "mish", "so
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
 from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
 from .padding import pad  # noqa: E402
+from .activation import prelu  # noqa: E402
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
                       max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
@@ -594,4 +603,4 @@ __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "
             "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
             "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
-            "instance_norm", "rms_norm"]
+            "instance_norm", "rms_norm", "prelu"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..graph import ops
-from ..graph.tensor import Tensor, _wrap, concat, where
+from ..graph.tensor import Tensor, _wrap, concat
 from ..graph.trace import user_site
 from .module import Module
 
@@ -103,10 +103,8 @@ def _constant(x: Tensor, pairs, value: float) -> Tensor:
     padded = _wrap(ops.pad(x.node, grow))
     if value == 0 or padded.shape == x.shape:
         return padded
-    inside = _wrap(ops.pad(ops.const(1.0, x.shape), grow))
-    if x.dtype != "float32":
-        return padded + _wrap(ops.cast(((1.0 - inside) * value).node, x.dtype))
-    return where(inside, padded, value)
+    inside = ops.pad(ops.const(True, x.shape, "bool"), grow)
+    return _wrap(ops.where(inside, padded.node, ops.const(value, (), x.dtype)))
 
 
 class _Pad(Module):

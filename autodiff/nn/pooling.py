@@ -234,7 +234,7 @@ def _adaptive_windows(x: Tensor, sizes, fill: float):
         m = ok.reshape(shape)
         mask = m if mask is None else (mask & m)
     if mask is not None:
-        x = where(Tensor(mask.astype(np.float32)), x, fill)
+        x = where(Tensor(mask.astype(bool)), x, fill)
     return x, bounds, kmaxes
 
 

@@ -3,20 +3,28 @@ parameter names (``weight_ih_l0``, ``weight_hh_l0_reverse``, ...), gate order (L
 forget, cell, output; GRU: reset, update, new) and initialisation, so a PyTorch state_dict
 loads unchanged.
 
-The sequence length is static: the time loop is unrolled while tracing (one set of nodes per
-step). The input projection of every time step is one DOT per layer and direction
-(``x [L*N, in] @ W_ih^T``); each step adds ``h @ W_hh^T``.
+The input projection of every time step is one DOT per layer and direction
+(``x [L*N, in] @ W_ih^T``); each step adds ``h @ W_hh^T``. Sequences of at least
+:data:`SCAN_MIN_STEPS` steps run the time loop as one :func:`autodiff.scan` (a rolled loop,
+its backward a rolled loop over saved per-step values): the graph and the compile time do
+not grow with the length. Shorter ones are unrolled while tracing (one set of nodes per
+step), which lets fusion work across steps.
 """
 from __future__ import annotations
 
 import math
 
+from ..graph.control import scan
 from ..graph.tensor import Tensor, concat, default_rng, stack, zeros
 from . import functional as F
 from .dropout import RandomStream
 from .module import Module, Parameter
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+#: sequences at least this long run as a scan (shorter: unrolled); chosen by measurement
+#: (BENCHMARKS.md, "Recurrent layers: unrolled or scan")
+SCAN_MIN_STEPS = 16
 
 
 def _cell(mode: str, gi: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr=None):
@@ -40,6 +48,19 @@ def _cell(mode: str, gi: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr=None):
     u = (gi[..., hs:2 * hs] + gh[..., hs:2 * hs]).sigmoid()
     n = (gi[..., 2 * hs:] + r * gh[..., 2 * hs:]).tanh()
     return n + u * (h - n), None          # (1 - u) * n + u * h
+
+
+def _scan(mode: str, gi: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr, reverse: bool):
+    """The time loop as one scan over ``gi [L, N, G]``: ``((h_n, c_n), outputs [L, N, H])``."""
+    lstm = mode == "LSTM"
+
+    def step(carry, g):
+        h, c = carry if lstm else (carry, None)
+        h, c = _cell(mode, g, h, c, w_hh, b_hh, w_hr)
+        return ((h, c) if lstm else h), h
+
+    carry, ys = scan(step, (h, c) if lstm else h, gi, reverse=reverse)
+    return (carry if lstm else (carry, None)), ys
 
 
 class RNNBase(Module):
@@ -120,11 +141,15 @@ class RNNBase(Module):
                 h = h0[k] if h0 is not None else zeros(n, real_h)
                 c = (c0[k] if c0 is not None else zeros(n, self.hidden_size)) if lstm else None
                 gi = F.linear(x.reshape(seq * n, -1), w_ih, b_ih).reshape(seq, n, -1)
-                hs = [None] * seq
-                for t in (reversed(range(seq)) if d else range(seq)):
-                    h, c = _cell(self.mode, gi[t], h, c, w_hh, b_hh, w_hr)
-                    hs[t] = h
-                outs.append(stack(hs, 0))
+                if seq >= SCAN_MIN_STEPS:
+                    (h, c), ys = _scan(self.mode, gi, h, c, w_hh, b_hh, w_hr, bool(d))
+                    outs.append(ys)
+                else:
+                    hs = [None] * seq
+                    for t in (reversed(range(seq)) if d else range(seq)):
+                        h, c = _cell(self.mode, gi[t], h, c, w_hh, b_hh, w_hr)
+                        hs[t] = h
+                    outs.append(stack(hs, 0))
                 h_out.append(h)
                 if lstm:
                     c_out.append(c)
@@ -200,7 +225,8 @@ class LSTM(RNNBase):
 
     Input ``[L, N, in]`` (or ``[L, in]`` unbatched); ``hx = (h_0, c_0)`` each
     ``[D * num_layers, N, H]`` or None (zeros). Returns ``(output [L, N, D * H], (h_n,
-    c_n))``. The ``L`` steps are unrolled at trace time.
+    c_n))``. The ``L`` steps are one scan (unrolled at trace time when ``L`` is below
+    :data:`SCAN_MIN_STEPS`).
 
     Raises:
         ValueError: bad arguments, or an input/state shape that does not fit.

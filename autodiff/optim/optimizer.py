@@ -48,6 +48,18 @@ def _scalar(v):
     return v
 
 
+def _keep_device_values(cur, new):
+    """The group value to store when loading ``new`` over ``cur``: a device-valued
+    hyper-parameter (a scheduler's variable, alone or in a tuple such as ``betas``) keeps
+    its variable, which takes the loaded value."""
+    if isinstance(cur, Tensor) and cur._var is not None:
+        cur._var.value = np.asarray(_as_array(new, "float32")).reshape(cur.shape)
+        return cur
+    if isinstance(cur, tuple) and isinstance(new, (tuple, list)) and len(cur) == len(new):
+        return tuple(_keep_device_values(c, n) for c, n in zip(cur, new))
+    return tuple(new) if isinstance(new, list) else new
+
+
 def check(cond: bool, msg: str) -> None:
     """Raise ``ValueError(msg)`` unless ``cond`` (PyTorch's hyper-parameter checks)."""
     if not cond:
@@ -227,11 +239,7 @@ class Optimizer:
             for k, v in sg.items():
                 if k in ("params", "param_names"):
                     continue
-                cur = g.get(k)
-                if isinstance(cur, Tensor) and cur._var is not None:
-                    cur._var.value = np.asarray(_as_array(v, "float32")).reshape(cur.shape)
-                else:
-                    g[k] = tuple(v) if isinstance(v, list) else v
+                g[k] = _keep_device_values(g.get(k), v)
         for i, st in state_dict["state"].items():
             p = id_map[int(i)]
             ours = self.state[p]

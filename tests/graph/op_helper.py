@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 import autodiff as ad
+from autodiff.graph import dtypes
 
 FWD_RTOL, FWD_ATOL = 1e-4, 1e-5      # float32 against float32: a few ulps, summed
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-5
@@ -156,19 +157,17 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
     ref = torch_fn(*ts)
     if not forward_only:
         ref.sum().backward()
-    ref_np = ref.detach().numpy()
-    if ref_np.dtype == np.bool_ or ref_np.dtype == np.float64:
-        ref_np = ref_np.astype(np.float32)
-
+    want = np.dtype(np.float32 if ref.dtype == torch.float64 else dtypes.host(ref.dtype))
+    # integer inputs are int32 here and int64 for torch (its index ops need int64)
+    assert ours.dtype == want or (want == np.int64 and ours.dtype == np.int32), \
+        f"forward dtype {ours.dtype}, torch {ref.dtype}"
+    ref_np = ref.detach().float().numpy() if ref.dtype == torch.bfloat16 else ref.detach().numpy()
     assert ours.shape == ref_np.shape, f"forward shape {ours.shape} vs torch {ref_np.shape}"
-    if np.issubdtype(ref_np.dtype, np.integer):            # indices: exact integers
-        assert np.issubdtype(ours.dtype, np.integer), f"forward dtype {ours.dtype}"
-        np.testing.assert_array_equal(ours, ref_np, err_msg="indices differ from torch")
+    if ref_np.dtype.kind in "biu":                  # indices and masks: exact
+        np.testing.assert_array_equal(ours, ref_np, err_msg="forward value differs from torch")
         return ours
-    if ours.dtype == np.bool_:                              # masks: compared as 0/1
-        ours = ours.astype(np.float32)
-    assert ours.dtype == np.float32, f"forward dtype {ours.dtype}"
-    np.testing.assert_allclose(ours, ref_np, rtol=fwd_rtol, atol=fwd_atol,
+    np.testing.assert_allclose(ours.astype(np.float64), ref_np.astype(np.float64),
+                               rtol=fwd_rtol, atol=fwd_atol,
                                err_msg="forward value differs from torch")
     if forward_only:
         return ours

@@ -109,7 +109,7 @@ def test_module_dict_and_parameter_containers_state_dict_keys():
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
     assert "a" in ours.blocks and len(ours.plist) == 2 and list(ours.pdict.keys()) == ["scale"]
-    assert isinstance(ours.seq["first"] if False else ours.seq[0], nn.ReLU)
+    assert isinstance(ours.seq[0], nn.ReLU) and ours.seq.first is ours.seq[0]
 
 
 def test_module_list_and_sequential_editing():

@@ -107,3 +107,21 @@ def test_scheduler_errors():
         S.SequentialLR(opt, [S.StepLR(opt, 2)], [3])
     with pytest.raises(KeyError, match="initial_lr"):
         S.StepLR(optim.SGD([p], lr=1.0), 2, last_epoch=3)
+
+
+def test_loading_a_state_dict_keeps_the_schedule_bound():
+    """A torch state dict loaded into an optimizer driven by OneCycleLR: lr and beta1 stay
+    the scheduler's device variables (taking the loaded values)."""
+    p = ad.Tensor(np.zeros(2, np.float32), requires_grad=True)
+    opt = optim.AdamW([p], lr=0.01)
+    sched = S.OneCycleLR(opt, 0.1, total_steps=10)
+    lr_var, beta_var = opt.param_groups[0]["lr"], opt.param_groups[0]["betas"][0]
+    t = torch.zeros(2, requires_grad=True)
+    topt = torch.optim.AdamW([t], lr=0.01)
+    T.OneCycleLR(topt, 0.1, total_steps=10)
+    topt.param_groups[0]["lr"], topt.param_groups[0]["betas"] = 0.05, (0.9, 0.99)
+    opt.load_state_dict(topt.state_dict())
+    g = opt.param_groups[0]
+    assert g["lr"] is lr_var and g["betas"][0] is beta_var and g["betas"][1] == 0.99
+    assert float(lr_var.numpy()) == pytest.approx(0.05) and sched.get_last_lr() == [
+        pytest.approx(0.05)]

@@ -15,10 +15,10 @@ OpenCL programs carry for PoCL (``_ad_log``, ``_ad_pow``, ``_ad_erf``) map to CU
 ``logf``/``powf``/``erff`` (libdevice, 1-4 ulp, IEEE special cases); ``_ad_max``/``_ad_min``
 keep numpy's NaN propagation around ``fmaxf``/``fminf``.
 
-``vloadN``/``vstoreN`` with ``N >= 4`` use 16-byte ``float4`` transactions when the address
-is 16-byte aligned (a uniform run-time test: the arena is 256-byte aligned and most
-operands keep that alignment), else ``N`` scalar accesses, which is what OpenCL's
-``vloadN`` allows (element alignment only).
+``vloadN``/``vstoreN`` are lane accesses; every kernel wrapper declares the arena 256-byte
+aligned (``__builtin_assume_aligned``), so NVVM merges the lanes of an aligned row into
+16-byte ``float4`` transactions where the offsets prove it (``ld.global.v4``), and keeps
+element accesses elsewhere, which is all OpenCL's ``vloadN`` requires.
 
 Philox-4x32-10 (:func:`philox`) is the same generator and counter layout as the OpenCL
 program's (:mod:`autodiff.device.opencl.philox`): bit-identical draws on both devices and
@@ -26,7 +26,7 @@ the numpy reference.
 """
 from __future__ import annotations
 
-from ..opencl import philox as _philox
+from ..opencl import dtypes as _dtypes, philox as _philox
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
 #: stores of the dot-form tile); a template using another width needs it added here
@@ -38,7 +38,8 @@ LANES = "0123456789abcdef"
 MATH = {
     "exp": ("expf", 1), "exp2": ("exp2f", 1), "sqrt": ("sqrtf", 1), "sin": ("sinf", 1),
     "cos": ("cosf", 1), "tanh": ("tanhf", 1), "fabs": ("fabsf", 1), "rint": ("rintf", 1),
-    "_ad_log": ("logf", 1), "_ad_erf": ("erff", 1), "sign": ("_ad_sign1", 1),
+    "_ad_log": ("logf", 1), "_ad_erf": ("erff", 1), "_ad_tanh": ("tanhf", 1),
+    "sign": ("_ad_sign1", 1),
     "fmax": ("fmaxf", 2), "fmin": ("fminf", 2), "copysign": ("copysignf", 2),
     "_ad_pow": ("powf", 2), "_ad_max": ("_ad_max1", 2), "_ad_min": ("_ad_min1", 2),
     "fma": ("fmaf", 3),
@@ -57,6 +58,10 @@ __forceinline__ float _ad_sign1(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? 
 __forceinline__ float _ad_max1(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
 __forceinline__ float _ad_min1(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
 __forceinline__ int as_int(float x) { return __float_as_int(x); }
+__forceinline__ int atomic_cmpxchg(volatile int* p, int c, int v) { return atomicCAS((int*)p, c, v); }
+__forceinline__ int atomic_inc(volatile int* p) { return atomicAdd((int*)p, 1); }
+__forceinline__ int atomic_min(volatile int* p, int v) { return atomicMin((int*)p, v); }
+__forceinline__ int atomic_max(volatile int* p, int v) { return atomicMax((int*)p, v); }
 __forceinline__ uint as_uint(float x) { return __float_as_uint(x); }
 __forceinline__ float as_float(int x) { return __int_as_float(x); }
 __forceinline__ float as_float(uint x) { return __uint_as_float(x); }
@@ -229,7 +234,7 @@ def source() -> str:
     parts.append(_scalar_math())
     parts += [_operators(e, w) for e in ("float", "int") for w in WIDTHS]
     parts += [_functions(w) for w in WIDTHS]
-    parts += [HELPERS, philox()]
+    parts += [HELPERS, _dtypes.CPP_PRELUDE, philox()]      # dtype loads/stores, int helpers
     return "".join(parts)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...graph import dtypes
 from ...graph.ir import Node, Op
 
 #: step kinds handled here
@@ -90,7 +91,7 @@ def _scan(interp, n: Node, body, args: dict, store) -> None:
     ins = [vals[s.id] for s in n.srcs]
     carries = ins[:nc]
     outs = a.body.outputs
-    ys = [np.zeros((T,) + o.shape, o.dtype) for o in outs[nc:]]
+    ys = [np.zeros((T,) + o.shape, dtypes.storage(o.dtype)) for o in outs[nc:]]
     interp.iters.append(0)
     for k in range(T):
         t = T - 1 - k if a.reverse else k

@@ -18,21 +18,25 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.ir import Op
-from ...procedural.access import evaluate
+from ...procedural.access import evaluate, variables
 from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
-                              FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
-                              Rand, ReceiverRead, Reduce, ScatterAdd, Select)
-from ..host import call_feeder, call_receiver, check_memory
-from ...graph.reference import KERNELS, _gather, _scatter_add
+                              FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load,
+                              Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
+                              While)
+from .. import empty
+from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_indices,
+                    check_memory, deferred_interrupts, prefetch_option, safe_indices)
+from ...graph import dtypes
+from ...graph.reference import _gather, _scatter_add, kernel
 
 _IDX = np.int64
 
 
 class _OpNode:
-    """What ``KERNELS[op](node)`` reads from a node: dtype and arg."""
+    """What :func:`~autodiff.graph.reference.kernel` reads from a node: op, dtype, arg."""
 
-    def __init__(self, dtype, arg):
-        self.dtype, self.arg = dtype, arg
+    def __init__(self, op, dtype, arg):
+        self.op, self.dtype, self.arg = op, dtype, arg
 
 
 def _grid(shape, vars_) -> dict:
@@ -60,6 +64,13 @@ class ProceduralExecutor:
         aligned to the buffer's itemsize). TEMP buffers missing from it get their own array.
     by_member : bool
         Run fused groups op by op (their members) instead of as one kernel.
+    nodes : dict, optional
+        Graph node id -> node: index-checked statements name their op and user line.
+    sites : iterable of str
+        The ``file:line`` of the graph's loops in the order of the program's ``For``
+        statements (pre-order; error messages).
+    prefetch : int or None
+        ``execute()``'s order contract (:mod:`autodiff.device.host`).
 
     Attributes
     ----------
@@ -70,12 +81,19 @@ class ProceduralExecutor:
     """
 
     def __init__(self, program: Program, stages: dict | None = None, offsets: dict | None = None,
-                 by_member: bool = False):
+                 by_member: bool = False, nodes: dict | None = None,
+                 sites=(), prefetch: int | None = None):
         self.program = program
         self.stages = stages or {}
         self.by_member = by_member
+        self.nodes = nodes or {}             # graph node id -> node (index-error messages)
+        self._sites = iter(sites)            # the loops' sites, pre-order
+        self.prefetch = prefetch_option(prefetch)
+        self.progress = Progress()
+        self._feeds: dict | None = None
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.counters: dict[str, int] = {}    # loop counter name -> current iteration
         self.mem: dict[int, np.ndarray] = {}
         self.arena = None
         if offsets:
@@ -85,7 +103,7 @@ class ProceduralExecutor:
                 if off % b.itemsize:
                     raise ValueError(f"offset {off} of {b.name} is not aligned to "
                                      f"{b.itemsize} bytes")
-                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(b.dtype)
+                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(dtypes.storage(b.dtype))
         self._internal: set = set()
         self.params = []
         for b in program.buffers:
@@ -97,11 +115,18 @@ class ProceduralExecutor:
     def _buf(self, b) -> np.ndarray:
         a = self.mem.get(id(b))
         if a is None:
-            a = self.mem[id(b)] = np.zeros(b.size, dtype=b.dtype)
+            a = self.mem[id(b)] = np.zeros(b.size, dtype=dtypes.storage(b.dtype))
         return a
 
     # -- compilation ----------------------------------------------------------------------
     def _compile(self, s):
+        if isinstance(s, (Elementwise, DotProduct, Reduce, Copy, Gather, ScatterAdd)) or \
+                (isinstance(s, FusedKernel) and not self.by_member):
+            k = empty.rewrite(s)            # zero-size spaces: no work, or an epilogue
+            if k is None:
+                return lambda: None
+            if k is not (s.kernel if isinstance(s, FusedKernel) else s):
+                s = k
         if isinstance(s, FusedKernel):
             if self.by_member:
                 steps = [self._compile(m) for m in s.members]
@@ -125,30 +150,54 @@ class ProceduralExecutor:
         if isinstance(s, Gather):
             table, idx, out = self._buf(s.table), self._buf(s.idx), self._buf(s.out)
             tshape, ishape = s.table.shape, s.idx.shape
+            node = self.nodes.get(s.out.node)
 
             def gather():
-                out[:] = _gather(table.reshape(tshape), idx.reshape(ishape)).ravel()
+                i = idx.reshape(ishape)
+                if node is not None:
+                    check_indices(i, tshape[0], node, tuple(self.iters))
+                    i = safe_indices(i, node)
+                out[:] = _gather(table.reshape(tshape), i).ravel()
             return gather
         if isinstance(s, ScatterAdd):
             upd, idx, out = self._buf(s.updates), self._buf(s.idx), self._buf(s.out)
             ushape, ishape, fn = s.updates.shape, s.idx.shape, _scatter_add(s.out.shape[0])
+            node = self.nodes.get(s.out.node)
 
             def scatter():
-                out[:] = fn(upd.reshape(ushape), idx.reshape(ishape)).ravel()
+                i = idx.reshape(ishape)
+                if node is not None:
+                    check_indices(i, s.out.shape[0], node, tuple(self.iters))
+                out[:] = fn(upd.reshape(ushape), i).ravel()
             return scatter
         if isinstance(s, FeederWrite):
             buf = self._buf(s.buffer)
-            return lambda: np.copyto(buf, self._feed(s.spec).ravel())
+            return lambda: np.copyto(buf, self._feed(s).ravel())
         if isinstance(s, ReceiverRead):
             bufs = [(self._buf(b), b.shape) for b in s.buffers]
             return lambda: self._receive(s.spec, [a.reshape(sh).copy() for a, sh in bufs])
         if isinstance(s, For):
+            site = next(self._sites, "?")
             body = [self._compile(b) for b in s.body]
-            return lambda: self._loop(s.range, body)
+            feeders = None if any(isinstance(b, (For, If, While)) for b in s.body) else \
+                [(id(b), b.spec) for b in s.body if isinstance(b, FeederWrite)]
+            return lambda: self._loop(s.range, body, s.var, feeders, site)
+        if isinstance(s, If):
+            cond = self._buf(s.cond)
+            then, orelse = ([self._compile(b) for b in blk] for blk in (s.then, s.orelse))
+            return lambda: [f() for f in (then if cond[0] != 0 else orelse)] and None
+        if isinstance(s, While):
+            return self._while(s)
         raise NotImplementedError(f"numpy procedural executor: no rule for {type(s).__name__}")
 
     def _value(self, v, env, n):
         """``f(sel, acc, local) -> array`` of ``v`` at the selected work items (all if None)."""
+        loop = self._loop_vars(v, env)
+        if loop:                        # reads loop counters: evaluated at run time
+            return self._dynamic(v, env, n, loop)
+        if isinstance(v, IndexValue):
+            c = np.asarray(evaluate(v.expr, env), dtype=v.dtype)
+            return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
         if isinstance(v, Load):
             buf = self._buf(v.buffer)
             idx = np.broadcast_to(np.asarray(evaluate(v.index, env), dtype=_IDX), (n,))
@@ -158,7 +207,7 @@ class ProceduralExecutor:
             idx = np.ascontiguousarray(idx)
             return lambda sel, acc, loc: buf[idx] if sel is None else buf[idx[sel]]
         if isinstance(v, Const):
-            c = np.asarray(v.value, dtype=v.dtype)
+            c = np.asarray(v.value, dtype=dtypes.storage(v.dtype))
             return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
         if isinstance(v, Acc):
             return lambda sel, acc, loc: acc if sel is None else acc[sel]
@@ -179,7 +228,7 @@ class ProceduralExecutor:
             cond = np.broadcast_to(np.asarray(evaluate(v.cond, env)) != 0, (n,))
             yes, no = np.flatnonzero(cond), np.flatnonzero(~cond)
             fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
-            dtype = np.dtype(v.dtype)
+            dtype = dtypes.storage(v.dtype)
 
             def select(sel, acc, loc):
                 if sel is None:
@@ -194,9 +243,9 @@ class ProceduralExecutor:
                 return out
             return select
         if isinstance(v, Apply):
-            fn = KERNELS[v.op](_OpNode(v.dtype, v.arg))
+            fn = kernel(_OpNode(v.op, v.dtype, v.arg))
             args = [self._value(a, env, n) for a in v.args]
-            dtype = np.dtype(v.dtype)
+            dtype = dtypes.storage(v.dtype)
 
             def apply(sel, acc, loc):
                 r = np.asarray(fn(*[f(sel, acc, loc) for f in args]))
@@ -204,20 +253,68 @@ class ProceduralExecutor:
             return apply
         raise TypeError(f"not a value: {v!r}")
 
+    def _loop_vars(self, v, env) -> frozenset:
+        """Loop counters (variables not in the kernel's ``env``) a Load / IndexValue /
+        Select condition reads directly."""
+        if isinstance(v, Load):
+            e = [v.index]
+        elif isinstance(v, IndexValue):
+            e = [v.expr]
+        elif isinstance(v, Select):
+            e = [v.cond]
+        else:
+            return frozenset()
+        return frozenset(x for x in variables(e[0]) if x not in env)
+
+    def _dynamic(self, v, env, n, loop):
+        """A value whose index expressions read loop counters: the expressions are evaluated
+        per call with the counters' current values."""
+        def env_now():
+            return {**env, **{x: self.counters[x.name] for x in loop}}
+        if isinstance(v, IndexValue):
+            def index_value(sel, acc, loc):
+                c = np.broadcast_to(np.asarray(evaluate(v.expr, env_now()), v.dtype), (n,))
+                return c if sel is None else c[sel]
+            return index_value
+        if isinstance(v, Load):
+            buf = self._buf(v.buffer)
+
+            def load(sel, acc, loc):
+                idx = np.broadcast_to(np.asarray(evaluate(v.index, env_now()), _IDX), (n,))
+                return buf[idx] if sel is None else buf[idx[sel]]
+            return load
+        fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
+        dtype = np.dtype(v.dtype)
+
+        def select(sel, acc, loc):
+            cond = np.broadcast_to(np.asarray(evaluate(v.cond, env_now())) != 0, (n,))
+            sel = np.arange(n) if sel is None else sel
+            c = cond[sel]
+            out = np.empty(len(sel), dtype)
+            out[c] = fa(sel[c], acc, loc)
+            out[~c] = fb(sel[~c], acc, loc)
+            return out
+        return select
+
     def _outs(self, outs, env, n):
         """``f(acc)`` evaluating ``outs`` in order, then storing every non-local one."""
         plan = []
         for o in outs:
             f = self._value(o.value, env, n)
             if id(o.buffer) in self._internal:
-                plan.append((id(o.buffer), f, None, None, np.dtype(o.buffer.dtype)))
+                plan.append((id(o.buffer), f, None, None, dtypes.storage(o.buffer.dtype)))
                 continue
             buf = self._buf(o.buffer)
+            loop = frozenset(x for x in variables(o.index) if x not in env)
+            if loop:                    # a row written at a loop counter (scan outputs)
+                plan.append((id(o.buffer), f, buf, (o.index, env, loop),
+                             np.dtype(o.buffer.dtype)))
+                continue
             idx = np.ascontiguousarray(np.broadcast_to(
                 np.asarray(evaluate(o.index, env), dtype=_IDX), (n,)))
             ident = idx.shape == buf.shape and np.array_equal(idx, np.arange(n, dtype=_IDX))
             plan.append((id(o.buffer), f, buf, None if ident else idx,
-                         np.dtype(o.buffer.dtype)))
+                         dtypes.storage(o.buffer.dtype)))
 
         def run(acc):
             loc = {}
@@ -229,6 +326,10 @@ class ProceduralExecutor:
                     continue
                 if idx is None:
                     buf[:] = loc[key]
+                elif isinstance(idx, tuple):
+                    e, env0, loop = idx
+                    at = {**env0, **{x: self.counters[x.name] for x in loop}}
+                    buf[np.broadcast_to(np.asarray(evaluate(e, at), _IDX), (n,))] = loc[key]
                 else:
                     buf[idx] = loc[key]
         return run
@@ -244,10 +345,12 @@ class ProceduralExecutor:
         n = int(np.prod(s.shape, dtype=np.int64))
         outs = self._outs(s.outs, _grid(s.shape, s.vars), n)
 
+        mm = kernel(_OpNode(Op.DOT, s.dtype, None))
+
         def dot():
-            a = np.asarray(fa(None, None, None), np.float32).reshape(a_shape)
-            b = np.asarray(fb(None, None, None), np.float32).reshape(b_shape)
-            outs(np.matmul(a, b).astype(np.float32).ravel())
+            a = np.asarray(fa(None, None, None)).reshape(a_shape)
+            b = np.asarray(fb(None, None, None)).reshape(b_shape)
+            outs(mm(a, b).ravel())
         return dot
 
     def _reduce(self, s: Reduce):
@@ -257,13 +360,9 @@ class ProceduralExecutor:
         outs = self._outs(s.outs, _grid(kept_shape, s.kept),
                           int(np.prod(kept_shape, dtype=np.int64)))
         axes, shape = tuple(s.axes), s.shape
-        if s.op is Op.SUM:
-            red = lambda x: np.sum(x, axis=axes, dtype=np.float32 if x.dtype == np.float32
-                                   else x.dtype)
-        elif s.op is Op.RMAX:
-            red = lambda x: np.max(x, axis=axes)
-        else:
+        if s.op not in (Op.SUM, Op.RMAX):
             raise NotImplementedError(f"reduce {s.op}")
+        red = kernel(_OpNode(s.op, s.dtype, axes))
 
         def reduce():
             x = np.asarray(fsrc(None, None, None)).reshape(shape)
@@ -276,41 +375,99 @@ class ProceduralExecutor:
 
         Raises
         ------
-        FeederError, ReceiverError
-            A host callback failed; ``store`` then holds the variables' values at the
-            start of the failing iteration.
-        IndexError
-            A gather index out of range.
+        FeederError, ReceiverError, IndexOutOfRange, KeyboardInterrupt
+            The run stopped; ``store`` then holds the variables' values at the start of
+            the iteration of the outermost loop it stopped in (:attr:`progress`).
         """
         self.iters = []
+        self.progress = Progress()
+        self._feeds = None
         for b in self.params:
             a = self._buf(b)
-            a[:] = np.asarray(store[b.var], dtype=b.dtype).ravel()
+            a[:] = np.asarray(store[b.var], dtype=dtypes.storage(b.dtype)).ravel()
         try:
             for f in self.steps:
                 f()
         finally:
-            for b in self.params:
-                store[b.var] = self._buf(b).reshape(b.shape).copy()
+            with deferred_interrupts():
+                store.update({b.var: self._buf(b).reshape(b.shape).copy()
+                              for b in self.params})
         self.vals = {nid: self._buf(b).reshape(b.shape).copy()
                      for nid, b in self.program.outputs.items()}
 
-    def _loop(self, rng, body) -> None:
+    def _while(self, s: While):
+        cond = [self._compile(b) for b in s.cond]
+        body = [self._compile(b) for b in s.body]
+        pred = self._buf(s.pred)
+
+        def run():
+            self.iters.append(0)
+            k = 0
+            while s.max_iterations is None or k < s.max_iterations:
+                self.iters[-1] = self.counters[s.var] = k
+                for f in cond:
+                    f()
+                if pred[0] == 0:
+                    break
+                snapshot = [self._buf(b).copy() for b in self.params]
+                try:
+                    for f in body:
+                        f()
+                except BaseException:
+                    for b, a in zip(self.params, snapshot):
+                        self._buf(b)[:] = a
+                    raise
+                k += 1
+            self.iters.pop()
+        return run
+
+    def _loop(self, rng, body, var: str = "i0", feeders=None, site: str = "?") -> None:
+        """As :meth:`autodiff.device.numpy.interpreter.Interpreter._loop`: the outermost
+        loop keeps ``(k, parameters at the start of iteration k)`` and restores them when
+        it stops; Feeders of a body without nested control flow are called ahead."""
+        top = not self.iters
+        length = len(rng)
+        if top:
+            self.progress.enter(site)
+        outer = self.iters[0] if self.iters else None
         self.iters.append(0)
-        for k, _ in enumerate(rng):
-            self.iters[-1] = k
-            snapshot = [self._buf(b).copy() for b in self.params]
-            try:
+        ahead = None
+        if feeders is not None and self.prefetch > 0:
+            ahead = FeedAhead(feeders, length, self.prefetch, tuple(self.iters[:-1]),
+                              self.progress, (lambda j: j) if top else (lambda j: outer))
+        saved = self._feeds
+        snap = (0, [self._buf(b).copy() for b in self.params])
+        try:
+            for k in range(length):
+                if top:
+                    snap = (k, [self._buf(b).copy() for b in self.params])
+                    self.progress.done(k)
+                self.iters[-1] = k
+                self.counters[var] = k
+                self._feeds = ahead.take(k) if ahead is not None else None
                 for f in body:
                     f()
-            except BaseException:
-                for b, a in zip(self.params, snapshot):
-                    self._buf(b)[:] = a
-                raise
-        self.iters.pop()
+            if top:
+                self.progress.done(length)
+        except BaseException:
+            if top:
+                with deferred_interrupts():
+                    for b, a in zip(self.params, snap[1]):
+                        self._buf(b)[:] = a
+                    self.progress.stopped(snap[0])
+            raise
+        finally:
+            self.iters.pop()
+            self._feeds = saved
+            if top:
+                self.progress.leave()
 
-    def _feed(self, spec) -> np.ndarray:
-        return call_feeder(spec, tuple(self.iters))
+    def _feed(self, stmt) -> np.ndarray:
+        if self._feeds is not None and id(stmt) in self._feeds:
+            return self._feeds[id(stmt)]
+        if self.iters:
+            self.progress.fed(self.iters[0])
+        return call_feeder(stmt.spec, tuple(self.iters))
 
     def _receive(self, spec, args) -> None:
         call_receiver(spec, tuple(self.iters), args)
@@ -348,4 +505,7 @@ def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
         offsets, stages["alloc"] = mem.buffer_offsets(), mem
         if report is not None:
             report.stats["memory"] = mem.stats()
-    return ProceduralExecutor(run, stages, offsets, by_member)
+    nodes = {n.id: n for n in graph.walk()}
+    sites = [n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)]
+    return ProceduralExecutor(run, stages, offsets, by_member, nodes, sites,
+                              options.get("prefetch"))

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import time
 
-from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
-                              ReceiverRead)
+from ...graph.dtypes import storage
+from ...graph.ir import Op
+from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
+                              Kernel, ReceiverRead, ScatterAdd)
+from .. import empty
+from ..host import ignored
 from . import chain, codegen, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
@@ -119,28 +123,39 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, target,
+def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
            top: bool = True):
     """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
-    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
+    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
+    ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
+    list of index-checked graph nodes, the check id of each being its position + 1)``."""
+    nodes, sites, checked = ctx
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, bodies, launches, chain_work, target, top=False)
+            site = next(sites)
+            body = _steps(s.body, off, bodies, launches, chain_work, target, ctx, top=False)
             feeds = [x for x in body if type(x) is Feed]
-            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
-                            for x, _ in _walk(s.body))
-            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+            inner = not any(isinstance(x, For) for x in s.body)
+            steps.append(Loop(s.range, body, feeds, recovers=top, site=site, inner=inner))
         elif isinstance(s, FeederWrite):
             b = s.buffer
-            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead):
-            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
+            s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
+            if s is None:
+                continue
             name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
-            for src in codegen.kernel(name, s, off, d=BODY, target=target):
+            check = (1, None)
+            if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
+                node = nodes[s.out.node]
+                checked.append(node)
+                check = (len(checked), ignored(node))
+            for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check):
                 bodies.append(src)
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
@@ -167,13 +182,6 @@ def _wrappers(launches: dict) -> list:
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
         out.append(src)
     return out
-
-
-def _walk(stmts):
-    for s in stmts:
-        yield s, 0
-        if isinstance(s, For):
-            yield from _walk(s.body)
 
 
 class _Listing:
@@ -203,7 +211,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.target.for_device`'s choice;
+            tile) override :func:`.target.for_device`'s choice; ``prefetch`` is
+            ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
     Returns:
@@ -232,7 +241,11 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt)
+    nodes = {n.id: n for n in graph.walk()}
+    sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
+    checked: list = []
+    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt,
+                   (nodes, sites, checked))
     sources = _wrappers(by_launch)
     launches = list(by_launch)
     src = render.program([b for b in bodies if not b.whole] + sources)
@@ -254,13 +267,14 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
-    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
     stats["arena_bytes"] = arena_bytes
     stats["compile_s"] = time.perf_counter() - t_all
     stages["opencl"] = _Listing(src)
     exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
-                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL])
+                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
+                     checked, options.get("prefetch"))
     if report is not None:
         report.stats["opencl"] = stats
     return exe

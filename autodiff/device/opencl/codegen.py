@@ -24,6 +24,7 @@ from ...procedural.ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotPr
                               Elementwise, FusedKernel, Gather, Load, Local, Output, Rand,
                               Reduce, ScatterAdd, Select, Value, value_dtype, walk_values)
 from ...graph.ir import Op
+from . import dtypes as D
 from . import kernels as K
 from . import philox
 from . import render as R
@@ -35,8 +36,32 @@ from .target import Target
 #: fewer rows the transpose would cost more than the product
 PACK_MIN_ROWS = 64
 
-#: float offset of the int error flag (bad gather index) in every arena
+#: float offset of the index-error record in every arena (int32 words, host-initialised
+#: to ``FLAG_INIT``): word 0 the id of the first failing index-checked kernel (0: none),
+#: words 1-2 the Philox iteration words, then at ``FLAG + 4`` the count, smallest and
+#: largest out-of-range index of that kernel (filled only by it: first failing one wins)
 FLAG = K.SLACK
+#: the record's words after ``FLAG``: ``[id, words, words, spare, count, low, high, 0]``
+FLAG_WORDS = 8
+FLAG_INIT = (0, 0, 0, 0, 0, 2 ** 31 - 1, -(2 ** 31), 0)
+
+
+def _index_report(check, var: str, d: Dialect = OPENCL) -> str:
+    """C statements recording an out-of-range index ``var`` of the kernel with id
+    ``check[0]`` into the arena's error record (OpenCL 1.1 32-bit global atomics, which the
+    CUDA prelude maps to CUDA's: the first kernel to fail in program order owns the
+    record)."""
+    ptr = f"volatile {d.buffer} int*".replace("  ", " ")
+    return (f"{{ {ptr} f = ({ptr})(buf + {FLAG}); "
+            f"const int p = atomic_cmpxchg(f, 0, {check[0]}); "
+            f"if (p == 0 || p == {check[0]}) {{ atomic_inc(f + 4); atomic_min(f + 5, {var}); "
+            f"atomic_max(f + 6, {var}); }} }}")
+
+
+def _bad(var: str, rows: int, check) -> str:
+    """C condition: ``var`` is outside ``[0, rows)`` and not the ignored value."""
+    cond = f"({var} < 0 || {var} >= {rows})"
+    return cond if check is None or check[1] is None else f"({cond} && {var} != {check[1]})"
 
 
 def affine_stride(e: Expr, v: Var) -> int | None:
@@ -45,10 +70,6 @@ def affine_stride(e: Expr, v: Var) -> int | None:
         return 0
     d = ax.simplify(ax.substitute(e, {v: v + 1}) - e)
     return d.value if isinstance(d, Num) else None
-
-
-#: int32 ops whose C spelling (ternaries) is not written for vectors: built lane by lane
-_LANE_INT_OPS = frozenset({Op.WHERE, Op.SIGN, Op.DIV})
 
 
 def _lane(v: Var, j: int) -> Var:
@@ -101,7 +122,7 @@ class Values:
             if isinstance(v, (Apply, Select)) and uniform(v):
                 name = f"u{len(self.hoisted)}_"
                 expr = self.scalar(v)
-                ctype = "int" if value_dtype(v) == "int32" else "float"
+                ctype = D.ctype(value_dtype(v))
                 self.hoisted[id(v)] = name
                 lines.append(f"const {ctype} {name} = {expr};")
                 return
@@ -116,9 +137,10 @@ class Values:
         return lines
 
     def index(self, buf, e: Expr, extra: dict | None = None) -> Expr:
-        """Arena index of ``buf[e]``: kernel vars substituted by ``env``, then C-level vars
-        by ``extra`` (the lanes of a vector)."""
-        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name])
+        """Arena index of ``buf[e]``, in ``buf``'s storage units (floats for 4-byte dtypes,
+        see :mod:`.dtypes`): kernel vars substituted by ``env``, then C-level vars by
+        ``extra`` (the lanes of a vector)."""
+        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name] * D.per_float(buf.dtype))
 
     def sub(self, e: Expr, extra: dict | None = None) -> Expr:
         e = ax.substitute(e, self.env)
@@ -136,8 +158,9 @@ class Values:
             return R.load(R.access(self.index(v.buffer, v.index, extra)), v.buffer.dtype)
         if isinstance(v, Const):
             return R.const(v.value, 1, v.dtype)
-        if isinstance(v, Acc):
-            return self.acc
+        if isinstance(v, Acc):     # a lane of the accumulator vector when building lanes
+            return D.round_to(self.acc if lane is None else
+                              f"{self.acc}.s{'0123456789abcdef'[lane]}", v.dtype)
         if isinstance(v, Rand):
             return philox.call(v.key, R.access(self.sub(v.index, extra)))
         if isinstance(v, Select):
@@ -149,25 +172,32 @@ class Values:
         raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
 
     def _apply(self, v: Apply, args: list[str], w: int) -> str:
+        operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
         if v.op is Op.CAST:
-            return R.cast(args[0], value_dtype(v.args[0]), v.dtype, w)
-        if v.op is Op.WHERE and value_dtype(v.args[0]) == "int32":
-            args = [R.cast(args[0], "int32", "float32", w)] + args[1:]
-        return R.code(v.op, args, w, v.dtype)
+            return R.cast(args[0], operand, v.dtype, w)
+        return R.code(v.op, args, w, v.dtype, operand)
 
     def vectorizable(self, v: Value, vec: Var) -> bool:
         """Whether every load of ``v`` moves by 0 or 1 along ``vec`` (and no Select
-        condition depends on it, and no random draw is in it)."""
+        condition depends on it, and no random draw is in it), and every value in it is a
+        ``float{w}`` vector or a bool mask of one (:func:`.dtypes.vector_ok`)."""
+        if id(v) in self.hoisted:
+            return value_dtype(v) == "float32"
         if isinstance(v, Load):
-            return affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
+            return v.buffer.dtype == "float32" and \
+                affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
         if isinstance(v, Select):
             cond = ax.simplify(ax.substitute(v.cond, self.env))
             return vec not in ax.variables(cond) and all(
                 self.vectorizable(x, vec) for x in (v.a, v.b))
         if isinstance(v, Apply):
-            if v.dtype != "float32" and v.op in _LANE_INT_OPS:
-                return False
-            return all(self.vectorizable(a, vec) for a in v.args)
+            operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
+            return D.vector_ok(v.op, operand, v.dtype) and all(
+                self.vectorizable(a, vec) for a in v.args)
+        if isinstance(v, (Const, Acc)):
+            return v.dtype == "float32"
+        if isinstance(v, Local):
+            return v.dtype in ("float32", "bool")
         return not isinstance(v, Rand)      # random draws are built lane by lane
 
     def vector(self, v: Value, vec: Var, w: int) -> str:
@@ -181,22 +211,18 @@ class Values:
             return self.scalar(v)
         if not self.vectorizable(v, vec):
             lanes = [self.scalar(v, {vec: _lane(vec, j)}, j) for j in range(w)]
-            vt = R.vt(w, "int" if value_dtype(v) == "int32" else "float")
-            return f"(({vt})({', '.join(lanes)}))"
+            return f"(({D.ctype(value_dtype(v), w)})({', '.join(lanes)}))"
         return self._vector(v, vec, w)
 
     def _vector(self, v: Value, vec: Var, w: int) -> str:
         if id(v) in self.hoisted:
-            base = "int" if value_dtype(v) == "int32" else "float"
-            return f"(({R.vt(w, base)})({self.hoisted[id(v)]}))"
+            return f"(({D.ctype(value_dtype(v), w)})({self.hoisted[id(v)]}))"
         if isinstance(v, Load):
             idx = self.index(v.buffer, v.index)
             s = R.access(idx)
             if affine_stride(idx, vec) == 0:
-                x = R.load(s, v.buffer.dtype)
-                return f"(({R.vt(w, 'int' if v.buffer.dtype == 'int32' else 'float')})({x}))"
-            x = f"vload{w}(0, buf + {s})"
-            return f"as_int{w}({x})" if v.buffer.dtype == "int32" else x
+                return f"(({D.ctype(v.buffer.dtype, w)})({R.load(s, v.buffer.dtype)}))"
+            return f"vload{w}(0, buf + {s})"          # float32 only (vectorizable)
         if isinstance(v, Const):
             return R.const(v.value, w, v.dtype)
         if isinstance(v, Acc):
@@ -275,24 +301,22 @@ def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
     final = {(id(o.buffer), o.index): n for n, o in enumerate(outs)}
     for n, o in enumerate(outs):
         dt = o.buffer.dtype
-        ctype = R.vt(w, "int" if dt == "int32" else "float")
         val = vals.vector(o.value, vec, w) if w > 1 else vals.scalar(o.value)
-        lines.append(f"const {ctype} o{n} = {val};")
+        lines.append(f"const {D.ctype(dt, w)} o{n} = {val};")
         vals.locals[id(o.buffer)] = f"o{n}"
         if o.buffer.name not in vals.offsets or final[(id(o.buffer), o.index)] != n:
             continue                 # a register, or overwritten by a later output
         idx = vals.index(o.buffer, o.index)
         if w == 1:
-            stores.append(f"buf[{R.access(idx)}] = {R.store_value(f'o{n}', dt)};")
-        elif affine_stride(idx, vec) == 1:
-            v = f"as_float{w}(o{n})" if dt == "int32" else f"o{n}"
+            stores.append(D.store(R.access(idx), f"o{n}", dt))
+        elif affine_stride(idx, vec) == 1 and D.is_word(dt):
+            v = f"o{n}" if dt == "float32" else f"as_float{w}(o{n})"
             stores += K.store_lanes(v, w, f"(buf + {R.access(idx)})", vec.name, ncols)
         else:
             for j in range(w):
                 lane = R.access(vals.index(o.buffer, o.index, {vec: vec + j}))
-                lane_v = R.store_value(f"o{n}.s{'0123456789abcdef'[j]}", dt)
                 guard = f"if ({vec.name}+{j} < {ncols}) " if ncols else ""
-                stores.append(f"{guard}buf[{lane}] = {lane_v};")
+                stores.append(guard + D.store(lane, f"o{n}.s{'0123456789abcdef'[j]}", dt))
     return lines + stores
 
 
@@ -434,7 +458,7 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
             b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d,
                            len(bv), width)
             pre.append(src)
-    if a is None or b is None or Kd == 0:
+    if a is None or b is None or Kd == 0 or D.CTYPE[k.dtype] == "int":
         return [_dot_scalar(name, k, offsets, d)]
     bi = Var("bi", max(math.prod(batch), 1))
     benv = _flat_env(bv, batch, bi) if batch else {}
@@ -493,11 +517,14 @@ def _dot_scalar(name, k: DotProduct, offsets, d):
     env = _flat_env(k.vars, k.shape, gid)
     kk = Var("kk", max(k.k.extent, 1))
     vals = Values(offsets, {**env, k.k: kk}, "acc")
+    a, b = vals.scalar(k.a), vals.scalar(k.b)
+    integer = D.CTYPE[k.dtype] == "int"           # integers wrap: computed on uint
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
-         "  float acc = 0.0f;",
+         "  int acc = 0;" if integer else "  float acc = 0.0f;",
          f"  for (int kk = 0; kk < {k.k.extent}; kk++)",
-         f"    acc = fma({vals.scalar(k.a)}, {vals.scalar(k.b)}, acc);"]
+         f"    acc = (int)((uint)acc + (uint)({a}) * (uint)({b}));" if integer
+         else f"    acc = fma({a}, {b}, acc);"]
     L += [f"  {s}" for s in _stores(Values(offsets, env, "acc"), k.outs)] + ["}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
@@ -525,6 +552,12 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL,
     vals = Values(offsets, env)
     vector = length >= 16 and vals.vectorizable(k.src, j)
     op = {Op.SUM: "sum", Op.RMAX: "max"}[k.op]
+    if D.CTYPE[k.dtype] == "int":             # integer and bool sources: an int accumulator
+        src, local = D.int_reduce(name, rows, length, lambda jj: vals.scalar(k.src),
+                                  lambda s: _stores(Values(offsets, env, s), k.outs), op,
+                                  d.signature(name, [f"{d.pointer()} restrict buf"]),
+                                  d.index("global", 0))
+        return K.Source(name, src, (K._cdiv(max(rows, 1), local) * local,), (local,))
     if not tree and not vector and width > 1:
         col = _column_reduce(name, k, offsets, d, width, renv, j, op)
         if col is not None:
@@ -587,36 +620,68 @@ def _loads_of(v: Value) -> list[Load]:
 
 def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
     n = k.src.size
-    expr = f"buf[{offsets[k.src.name]} + i]"
-    return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+    if D.is_word(k.src.dtype):
+        expr = f"buf[{offsets[k.src.name]} + i]"
+        return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+    dt, scale = k.src.dtype, D.per_float(k.src.dtype)          # narrow dtypes: typed copy
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
+         "  " + D.store(f"{offsets[k.dst.name] * scale} + i",
+                        D.load(f"{offsets[k.src.name] * scale} + i", dt), dt), "}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL) -> K.Source:
-    """out[r, c] = table[idx[r], c]; a bad index sets the arena's error flag (and reads row
-    0 instead)."""
+def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL,
+           check=(1, None)) -> K.Source:
+    """out[r, c] = table[idx[r], c]. ``check`` = ``(id, ignored value or None)``: a bad
+    index is recorded (column 0 reports it) in the arena's error record under ``id``
+    and row 0 is read instead."""
     rows, width = k.idx.size, k.table.size // max(k.table.shape[0], 1)
     n, nt = rows * width, k.table.shape[0]
+    dt, scale = k.table.dtype, D.per_float(k.table.dtype)
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
          f"  const int r = i / {max(width, 1)}, c = i % {max(width, 1)};",
          f"  int t = as_int(buf[{offsets[k.idx.name]} + r]);",
-         f"  if (t < 0 || t >= {nt}) {{ buf[{FLAG}] = as_float(1); t = 0; }}",
-         f"  buf[{offsets[k.out.name]} + i] = buf[{offsets[k.table.name]} + t*{width} + c];",
+         f"  if (t < 0 || t >= {nt}) {{",
+         f"    if ({_bad('t', nt, check)} && c == 0) {_index_report(check, 't', d)}",
+         "    t = 0;", "  }",
+         "  " + D.store(f"{offsets[k.out.name] * scale} + i",
+                        D.load(f"{offsets[k.table.name] * scale} + t*{width} + c", dt), dt),
          "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL) -> K.Source:
-    """One work-item per column: zero it, then add the updates in index order (no races)."""
+def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL,
+                check=(1, None)) -> K.Source:
+    """One work-item per column: zero it, then add the updates in index order (no races).
+    A bad index is recorded under ``check[0]`` (column 0 reports it) and skipped."""
     nout, width, nidx = k.out.shape[0], k.out.size // max(k.out.shape[0], 1), k.idx.size
     o, u, ix = offsets[k.out.name], offsets[k.updates.name], offsets[k.idx.name]
+    dt, scale = k.out.dtype, D.per_float(k.out.dtype)
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
-         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;",
-         f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
-         f"  for (int i = 0; i < {nidx}; i++) {{",
-         f"    int t = as_int(buf[{ix} + i]);",
-         f"    if (t < 0 || t >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
-         f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;"]
+    if dt == "float32":
+        L += [f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
+              f"  for (int i = 0; i < {nidx}; i++) {{",
+              f"    int t = as_int(buf[{ix} + i]);",
+              f"    if (t < 0 || t >= {nout}) {{",
+              f"      if ({_bad('t', nout, check)} && c == 0) {_index_report(check, 't', d)}",
+              "      continue;", "    }",
+              f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+    else:     # other dtypes: a register per output row (16-bit floats round once)
+        add = "(int)((uint)s + (uint)v)" if D.CTYPE[dt] == "int" else "s + v"
+        L += [f"  for (int t = 0; t < {nout}; t++) {{", f"    {D.ctype(dt)} s = 0;",
+              f"    for (int i = 0; i < {nidx}; i++) {{",
+              f"      const int ti = as_int(buf[{ix} + i]);",
+              f"      if (ti < 0 || ti >= {nout}) {{",
+              f"        if ({_bad('ti', nout, check)} && c == 0 && t == 0) "
+              f"{_index_report(check, 'ti', d)}",
+              "        continue;", "      }",
+              f"      if (ti == t) {{ const {D.ctype(dt)} v = "
+              f"{D.load(f'{u * scale} + i*{width} + c', dt)}; s = {add}; }}", "    }",
+              "    " + D.store(f"{o * scale} + t*{width} + c", D.round_to("s", dt), dt),
+              "  }", "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(width, 1), 8) * 8,), (8,))
 
 
@@ -625,10 +690,12 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
 
 
 def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
-           target: Target = Target()) -> list[K.Source]:
+           target: Target = Target(), check=(1, None)) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
     group renders its single-kernel form; a DotProduct may first pack an operand), rendered
     for ``target`` (vector lanes, matmul tile, reduction form: :mod:`.target`).
+    ``check``: ``(id, ignored index or None)`` of a Gather/ScatterAdd, for the arena's
+    index-error record (:data:`FLAG`).
 
     Raises:
         NotImplementedError: a statement or value kind with no renderer.
@@ -645,6 +712,8 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
         out = elementwise(name, k, offsets, d, width=target.vector)
     elif fn is dot_product:
         out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector)
+    elif fn in (gather, scatter_add):
+        out = fn(name, k, offsets, d, check)
     else:
         out = fn(name, k, offsets, d)
     return out if isinstance(out, list) else [out]

@@ -5,14 +5,20 @@
 PrimFunc per node (fused later by Relax ``FuseOps``/``FuseTIR``). Semantics follow the
 numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
 
-* comparisons give float32 masks (0 or 1); ``WHERE`` picks ``a`` where the mask is nonzero;
-  ``!=`` is ``1 - (a == b)`` (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave 0);
+* dtypes are the device storage dtypes of :mod:`autodiff.graph.dtypes` (int64 as int32,
+  bool, float16, bfloat16); ops on 16-bit floats compute in float32 and round once
+  (:func:`build_te`); comparisons give bool, ``WHERE`` takes a bool mask;
+* integer ``//``, ``%``, shifts and powers follow the reference's semantics: division by 0
+  gives 0, shifts outside ``[0, 32)`` give 0 or the sign, negative powers give 0 unless the
+  base is 1 or -1 (never a trap: LLVM's ``sdiv`` by 0 would raise SIGFPE);
 * NaN propagates as in numpy and torch: ``RELU``, ``MAX``, ``MIN`` and ``RMAX`` use
-  :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN);
+  :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN); ``!=`` is ``not (a == b)``
+  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
-  :func:`gather_check` counts the out-of-range indices, which the host reads after the
-  call to raise ``IndexError`` as the numpy device does;
+  :func:`gather_check` gives the count, smallest and largest of the out-of-range indices
+  of a ``GATHER`` or ``SCATTER_ADD``, which the host reads after the call to raise
+  :class:`~autodiff.errors.IndexOutOfRange` as the numpy device does;
 * ``SCATTER_ADD`` is a reduction over every index position (no atomics, any target).
 
 The matmul block is called ``"dot"``: :mod:`.schedule` finds matmul-like kernels by it.
@@ -21,7 +27,9 @@ from __future__ import annotations
 
 from tvm import te, tirx, topi
 
-from ...graph.ir import Node, Op
+from ...graph import dtypes
+from ...graph.ir import COMPARE, Node, Op
+from ...graph.reference import ARITHMETIC
 from .philox import philox_te
 
 DOT_BLOCK = "dot"
@@ -36,19 +44,172 @@ def _ew(fn, name):
     return make
 
 
-def _f32(e):
-    return e.astype("float32")
+def storage(dtype: str) -> str:
+    """TVM dtype of ``dtype``'s device storage (``int64`` -> ``int32``)."""
+    return dtypes.storage(dtype).name
 
 
 def _const(n: Node):
     def build():
-        return te.compute(n.shape, lambda *i: tirx.const(n.arg, n.dtype), name="const")
+        return te.compute(n.shape, lambda *i: tirx.const(n.arg, storage(n.dtype)),
+                          name="const")
     return build
 
 
+def _dt(e) -> str:
+    """The dtype of a tensor or a TIR expression (an expression's ``ty`` in TVM 0.27, where
+    ``dtype`` is missing on some)."""
+    d = getattr(e, "dtype", None)
+    return str(d) if d is not None else str(e.ty)
+
+
+def _zero(x):
+    return tirx.const(0, _dt(x))
+
+
+def _is_int(x) -> bool:
+    return _dt(x) in ("int32", "int64")
+
+
+def _xor(p, q):
+    """``p != q`` for bool expressions (TIR's ``!=`` on bool lowers to a float compare)."""
+    return tirx.Or(tirx.And(p, tirx.Not(q)), tirx.And(tirx.Not(p), q))
+
+
+def _floordiv(a, b):
+    """Integer: floor semantics, 0 for b == 0, wrapping for b == -1. Float: numpy's
+    ``npy_floor_divide`` (fmod based, as PyTorch's CPU kernel)."""
+    if _is_int(a):
+        safe = tirx.Select(tirx.Or(b == 0, b == -1), tirx.const(1, _dt(a)), b)
+        return tirx.Select(b == 0, _zero(a),
+                           tirx.Select(b == -1, _zero(a) - a, tirx.floordiv(a, safe)))
+    zero, one = tirx.const(0.0, _dt(a)), tirx.const(1.0, _dt(a))
+    m = _fmod(a, b)
+    d = (a - m) / b
+    d = tirx.Select(tirx.And(m != zero, _xor(b < zero, m < zero)), d - one, d)
+    f = tirx.floor(d)
+    f = tirx.Select(d - f > tirx.const(0.5, _dt(a)), f + one, f)
+    return tirx.Select(b == zero, a / b, tirx.Select(d == zero, tirx.copysign(zero, a / b), f))
+
+
+def _mod(a, b):
+    """Integer: sign of ``b``, 0 for b == 0 or -1. Float: numpy's ``npy_remainder``."""
+    if _is_int(a):
+        safe = tirx.Select(tirx.Or(b == 0, b == -1), tirx.const(1, _dt(a)), b)
+        return tirx.Select(tirx.Or(b == 0, b == -1), _zero(a), tirx.floormod(a, safe))
+    zero = tirx.const(0.0, _dt(a))
+    m = _fmod(a, b)
+    adj = tirx.Select(m != zero, tirx.Select(_xor(b < zero, m < zero), m + b, m),
+                      tirx.copysign(zero, b))
+    return tirx.Select(b == zero, m, adj)
+
+
+def _shl(a, b):
+    ok = tirx.And(b >= 0, b < 32)
+    return tirx.Select(ok, tirx.shift_left(a, tirx.Select(ok, b, _zero(b))), _zero(a))
+
+
+def _shr(a, b):
+    ok = tirx.And(b >= 0, b < 32)
+    sign = tirx.Select(a < 0, tirx.const(-1, _dt(a)), _zero(a))
+    return tirx.Select(ok, tirx.shift_right(a, tirx.Select(ok, b, _zero(b))), sign)
+
+
+def _ipow_stages(a, b):
+    """Integer ``a ** b`` as 61 elementwise stages of square-and-multiply (wrapping; TIR
+    has no integer power, and an expression tree would repeat the squares); negative
+    exponents as PyTorch: 0 unless the base is 1 or -1."""
+    dt = a.dtype
+    one, bone = tirx.const(1, dt), tirx.const(1, b.dtype)
+    def step(r, x, k):
+        def f(*i):
+            bit = tirx.bitwise_and(tirx.shift_right(b(*i), tirx.const(k, b.dtype)), bone)
+            return tirx.Select(bit != 0, r(*i) * x(*i), r(*i))
+        return f
+
+    def square(x):
+        return lambda *i: x(*i) * x(*i)
+    r = te.compute(a.shape, lambda *i: one, name="ipow_r")
+    x = a
+    for k in range(31):
+        r = te.compute(a.shape, step(r, x, k), name="ipow_r")
+        if k < 30:
+            x = te.compute(a.shape, square(x), name="ipow_x")
+
+    def out(*i):
+        ai, bi = a(*i), b(*i)
+        odd = tirx.bitwise_and(bi, bone) != 0
+        neg = tirx.Select(ai == one, one, tirx.Select(
+            ai == tirx.const(-1, dt), tirx.Select(odd, tirx.const(-1, dt), one), _zero(ai)))
+        return tirx.Select(bi < 0, neg, r(*i))
+    return te.compute(a.shape, out, name="ipow")
+
+
+def _pow(n: Node):
+    """``POW``: ``power`` on floats, :func:`_ipow_stages` on integers."""
+    def build(a, b):
+        if a.dtype in ("int32", "int64"):
+            return _ipow_stages(a, b)
+        return te.compute(a.shape, lambda *i: tirx.power(a(*i), b(*i)), name="pow")
+    return build
+
+
+def _fmod(a, b):
+    """C's ``fmod`` (exact; libm's ``fmodf``: TIR's ``fmod`` has no LLVM lowering)."""
+    return tirx.call_pure_extern("float32", "fmodf", a, b)
+
+
+def _bool_or(f):
+    """``f`` on numbers; logical or/and (``ADD``/``MUL``) on bool."""
+    def g(a, b):
+        if _dt(a) == "bool":
+            return tirx.Or(a, b) if f is _add else tirx.And(a, b)
+        return f(a, b)
+    return g
+
+
+def _add(a, b): return a + b
+def _mul(a, b): return a * b
+
+
+def _not(x):
+    return tirx.Not(x) if _dt(x) == "bool" else tirx.bitwise_not(x)
+
+
+def to_bf16(t):
+    """A float32 tensor rounded to bfloat16 (to nearest even, NaN kept quiet) in integer
+    code: TVM's own float32 -> bfloat16 cast is elided inside fused kernels (a
+    ``float32(bfloat16(x))`` chain gave ``x``)."""
+    u32 = "uint32"
+
+    def f(*i):
+        u = tirx.reinterpret(u32, t(*i))
+        half = tirx.bitwise_and(tirx.shift_right(u, tirx.const(16, u32)), tirx.const(1, u32))
+        r = tirx.bitwise_and(u + tirx.const(0x7FFF, u32) + half, tirx.const(0xFFFF0000, u32))
+        r = tirx.Select(tirx.isnan(t(*i)), tirx.bitwise_or(u, tirx.const(0x00400000, u32)), r)
+        return tirx.reinterpret("float32", r).astype("bfloat16")
+    return te.compute(t.shape, f, name="to_bf16")
+
+
+def _convert(x, dst: str):
+    """``x`` cast to storage dtype ``dst``: to bool is ``!= 0``, to bfloat16 rounds through
+    :func:`to_bf16`."""
+    if dst == "bool":
+        return te.compute(x.shape, lambda *i: x(*i) != _zero(x), name="to_bool")
+    if dst == "bfloat16":
+        return to_bf16(x if x.dtype == "float32" else topi.cast(x, "float32"))
+    return topi.cast(x, dst)
+
+
+def _cast(n: Node):
+    dst = storage(n.dtype)
+    return lambda x: _convert(x, dst)
+
+
 def _fill(n: Node, value):
-    """A node of an empty reduction: the identity, without a loop over nothing."""
-    return lambda *xs: te.compute(n.shape, lambda *i: tirx.const(value, n.dtype), name="fill")
+    """The node's shape filled with ``value``: a reduction, matmul or scatter over an empty
+    extent, without a loop over nothing (``topi.sum`` left such an output uninitialised)."""
+    return te.compute(n.shape, lambda *i: tirx.const(value, storage(n.dtype)), name="fill")
 
 
 def _empty_input(n: Node) -> bool:
@@ -57,21 +218,28 @@ def _empty_input(n: Node) -> bool:
 
 def _sum(n: Node):
     axes = [int(a) for a in n.arg]
-    if _empty_input(n):
-        return _fill(n, 0)
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
-    return lambda x: topi.sum(x, axis=axes, keepdims=True)
+
+    def build(x):
+        if any(int(x.shape[a]) == 0 for a in axes):
+            return _fill(n, 0)
+        return topi.sum(x, axis=axes, keepdims=True)
+    return build
 
 
 def nan_max(a, b):
     """``max(a, b)``, NaN if either is NaN (as numpy's ``maximum`` and torch; TIR's ``max``
-    lowers to LLVM ``maxnum``, which drops a NaN)."""
+    lowers to LLVM ``maxnum``, which drops a NaN); plain ``max`` on integers and bool."""
+    if _dt(a) not in ("float32", "float16", "bfloat16"):
+        return tirx.max(a, b)
     return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.max(a, b)))
 
 
 def nan_min(a, b):
     """``min(a, b)``, NaN if either is NaN."""
+    if _dt(a) not in ("float32", "float16", "bfloat16"):
+        return tirx.min(a, b)
     return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.min(a, b)))
 
 
@@ -82,11 +250,17 @@ _MAX_REDUCER = te.comm_reducer(nan_max, lambda dtype: tirx.const(float("-inf"), 
 
 
 def _rmax(n: Node):
+    """Maximum over ``n.arg``: NaN-propagating for floats, ``topi.max`` for integers,
+    ``topi.any`` for bool."""
     axes = [int(a) for a in n.arg]
-    if _empty_input(n):
-        return _fill(n, float("-inf"))
+    if _empty_input(n) and dtypes.is_floating(n.dtype):
+        return lambda x: _fill(n, float("-inf"))
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
+    if n.dtype == "bool":
+        return lambda x: topi.any(x, axis=axes, keepdims=True)
+    if not dtypes.is_floating(n.dtype):
+        return lambda x: topi.max(x, axis=axes, keepdims=True)
 
     def build(x):
         red = {a: te.reduce_axis((0, x.shape[a]), f"r{a}") for a in axes}
@@ -99,10 +273,9 @@ def _rmax(n: Node):
 
 
 def _dot(n: Node):
-    if n.size and n.srcs[0].shape[-1] == 0:
-        return _fill(n, 0.0)
-
     def build(a, b):
+        if int(a.shape[-1]) == 0:
+            return _fill(n, 0)
         k = te.reduce_axis((0, a.shape[-1]), "k")
         return te.compute(n.shape, lambda *i: te.sum(
             a[(*i[:-1], k)] * b[(*i[:-2], k, i[-1])], axis=k), name=DOT_BLOCK)
@@ -146,29 +319,49 @@ def _gather(n: Node):
     return build
 
 
+_INT_MAX, _INT_MIN = 2 ** 31 - 1, -(2 ** 31)
+
+
 def gather_check(n: Node):
-    """TE for ``int32[1]``: how many indices of the ``GATHER`` node ``n`` lie outside
-    ``[0, N)`` (``N`` = table rows), from the index tensor alone."""
-    rows = int(n.srcs[0].shape[0])
-    if n.srcs[1].size == 0:                      # no index: nothing out of range
-        return lambda idx: te.compute((1,), lambda _: tirx.const(0, "int32"),
-                                      name="gather_check")
+    """TE for ``int32[3]``: ``(count, low, high)`` of the indices of the ``GATHER`` or
+    ``SCATTER_ADD`` node ``n`` outside ``[0, N)`` (``N``: table rows, or the scatter's
+    rows), the value a ``GATHER`` ignores (``arg``) excepted; ``low``/``high`` are the
+    smallest and largest of them (int32 max/min when there are none)."""
+    rows = int(n.srcs[0].shape[0]) if n.op is Op.GATHER else int(n.arg)
+    ign = n.arg[1] if n.op is Op.GATHER and n.arg is not None else None
+    i32 = lambda v: tirx.const(v, "int32")      # noqa: E731
+
+    def bad(v):
+        out = tirx.Or(v < 0, v >= rows)
+        return out if ign is None else tirx.And(out, v != ign)
 
     def build(idx):
-        def bad(*i):
-            v = idx[i]
-            return tirx.Select(tirx.Or(v < 0, v >= rows), tirx.const(1, "int32"),
-                               tirx.const(0, "int32"))
         if not idx.shape:
-            return te.compute((1,), lambda _: bad(), name="gather_check")
-        axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
-        return te.compute((1,), lambda _: te.sum(bad(*axes), axis=axes), name="gather_check")
+            v = idx[()]
+            return te.compute((3,), lambda j: tirx.Select(
+                bad(v), tirx.Select(j == 0, i32(1), v),
+                tirx.Select(j == 0, i32(0), tirx.Select(j == 1, i32(_INT_MAX), i32(_INT_MIN)))),
+                name="gather_check")
+        if any(int(d) == 0 for d in idx.shape):
+            return te.compute((3,), lambda j: tirx.Select(
+                j == 0, i32(0), tirx.Select(j == 1, i32(_INT_MAX), i32(_INT_MIN))),
+                name="gather_check")
+
+        def reduction(combine, take, other):
+            axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
+            return te.compute((1,), lambda _: combine(
+                tirx.Select(bad(idx[tuple(axes)]), take(idx[tuple(axes)]), other),
+                axis=axes), name="gather_check")
+        count = reduction(te.sum, lambda v: i32(1), i32(0))
+        low = reduction(te.min, lambda v: v, i32(_INT_MAX))
+        high = reduction(te.max, lambda v: v, i32(_INT_MIN))
+        return topi.concatenate([count, low, high], 0)
     return build
 
 
 def _scatter_add(n: Node):
     if _empty_input(n):
-        return _fill(n, 0.0)
+        return lambda upd, idx: _fill(n, 0)
 
     def build(upd, idx):
         axes = [te.reduce_axis((0, d), f"j{a}") for a, d in enumerate(idx.shape)]
@@ -196,11 +389,11 @@ _ZERO = tirx.const(0.0, "float32")
 
 
 def _eq(a, b):
-    """``a == b`` as 1.0/0.0, false for NaN even where TIR's simplifier would fold
-    ``x == x`` to true (the ``isnan`` test ``x != x``)."""
-    nan = tirx.Or(tirx.isnan(a), tirx.isnan(b)) if "float" in str(a.ty) else None
-    eq = _f32(a == b)
-    return eq if nan is None else tirx.Select(nan, _ZERO, eq)
+    """``a == b`` (bool), false for NaN even where TIR's simplifier would fold ``x == x``
+    to true (the ``isnan`` test ``x != x``)."""
+    if "float" not in _dt(a):
+        return a == b
+    return tirx.And(tirx.Not(tirx.Or(tirx.isnan(a), tirx.isnan(b))), a == b)
 
 
 def _expm1(x):
@@ -210,6 +403,7 @@ def _expm1(x):
     r = tirx.Select(um1 == -_ONE, -_ONE, um1 * x / tirx.log(u))
     return tirx.Select(u == _ONE, x, tirx.Select(tirx.isinf(u), u, r))
 
+
 TE = {
     Op.CONST: _const,
     Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
@@ -217,18 +411,30 @@ TE = {
     Op.SQRT: lambda n: topi.sqrt, Op.RSQRT: lambda n: topi.rsqrt,
     Op.RECIP: _ew(lambda x: _ONE / x, "reciprocal"),
     Op.SIN: lambda n: topi.sin, Op.COS: lambda n: topi.cos, Op.TANH: lambda n: topi.tanh,
-    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: nan_max(x, _ZERO), "relu"),
-    Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf, Op.SIGN: lambda n: topi.sign,
-    Op.CAST: lambda n: lambda x: topi.cast(x, n.dtype),
+    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: nan_max(x, _zero(x)), "relu"),
+    Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf,
+    Op.SIGN: _ew(lambda x: x if _dt(x) == "bool" else
+                 tirx.Select(x > _zero(x), tirx.const(1, _dt(x)),
+                             tirx.Select(x < _zero(x), tirx.const(-1, _dt(x)), _zero(x))),
+                 "sign"),
+    Op.CAST: _cast,
     Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
     Op.EXPM1: _ew(_expm1, "expm1"),
-    Op.ADD: _ew(lambda a, b: a + b, "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
-    Op.MUL: _ew(lambda a, b: a * b, "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
-    Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
-    Op.CMPLT: _ew(lambda a, b: _f32(a < b), "lt"), Op.CMPLE: _ew(lambda a, b: _f32(a <= b), "le"),
-    Op.CMPGT: _ew(lambda a, b: _f32(a > b), "gt"), Op.CMPGE: _ew(lambda a, b: _f32(a >= b), "ge"),
-    Op.CMPEQ: _ew(lambda a, b: _eq(a, b), "eq"), Op.CMPNE: _ew(lambda a, b: _ONE - _eq(a, b), "ne"),
-    Op.WHERE: _ew(lambda m, a, b: tirx.Select(m != _ZERO, a, b), "where"),
+    Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
+    Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
+    Op.POW: _pow, Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
+    Op.CMPLT: _ew(lambda a, b: a < b, "lt"), Op.CMPLE: _ew(lambda a, b: a <= b, "le"),
+    Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
+    Op.CMPEQ: _ew(_eq, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(_eq(a, b)), "ne"),
+    Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
+    Op.FLOORDIV: _ew(_floordiv, "floordiv"), Op.MOD: _ew(_mod, "mod"),
+    Op.AND: _ew(lambda a, b: tirx.And(a, b) if _dt(a) == "bool" else tirx.bitwise_and(a, b),
+                "and"),
+    Op.OR: _ew(lambda a, b: tirx.Or(a, b) if _dt(a) == "bool" else tirx.bitwise_or(a, b),
+               "or"),
+    Op.XOR: _ew(lambda a, b: _xor(a, b) if _dt(a) == "bool" else tirx.bitwise_xor(a, b),
+                "xor"),
+    Op.NOT: _ew(_not, "not"), Op.SHL: _ew(_shl, "shl"), Op.SHR: _ew(_shr, "shr"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
@@ -237,3 +443,32 @@ TE = {
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
     Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
 }
+
+
+#: ops on bool operands computed on int32 (see :func:`build_te`)
+_BOOL_AS_INT = COMPARE | {Op.MAX, Op.MIN}
+
+
+def build_te(n: Node):
+    """``TE[n.op](n)`` with 16-bit floats computed in float32: arithmetic on float16 or
+    bfloat16 operands widens them first and rounds the result to ``n``'s storage dtype
+    once (to nearest even), like the numpy reference."""
+    build = TE[n.op](n)
+    if n.op not in ARITHMETIC or n.op is Op.CAST:
+        return build
+    out = storage(n.dtype)
+
+    def wrapped(*xs):
+        if n.op in _BOOL_AS_INT and any(x.dtype == "bool" for x in xs):
+            # TVM 0.27's LLVM codegen compares bools as floats: compare them as int32
+            r = build(*[topi.cast(x, "int32") if x.dtype == "bool" else x for x in xs])
+            return r if r.dtype == out else topi.cast(r, out)
+        if not any(x.dtype in ("float16", "bfloat16") for x in xs):
+            return build(*xs)
+        r = build(*[topi.cast(x, "float32") if x.dtype in ("float16", "bfloat16") else x
+                    for x in xs])
+        return r if r.dtype == out else _convert(r, out)
+    return wrapped
+
+
+assert COMPARE <= TE.keys()

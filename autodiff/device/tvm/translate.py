@@ -5,7 +5,7 @@ Each segment becomes ``def segN(inputs...) -> R.Tuple(outputs...)`` built with
 (:data:`.te_ops.TE`), so before fusion the module holds one PrimFunc per node. ``LOAD``
 reads the variable's current value in the function (its parameter, or the value of an
 earlier ``ASSIGN`` in the same function); ``ASSIGN`` only rebinds it. A segment holding
-``GATHER`` also returns its out-of-range index counts (:func:`.te_ops.gather_check`). A
+``GATHER`` or ``SCATTER_ADD`` also returns their out-of-range indices (:func:`.te_ops.gather_check`). A
 loop running ``K`` iterations per call gets a second function, ``K`` unrolled copies of the
 first (:mod:`.batch`).
 """
@@ -15,8 +15,8 @@ from tvm import relax, topi
 
 from ...graph.ir import Graph, Node, Op
 from .batch import choose_steps_per_call, emit_batched
-from .plan import Loop, Segment, batch_segment, loops, plan
-from .te_ops import TE, gather_check
+from .plan import CHECKED, Loop, Segment, batch_segment, loops, plan
+from .te_ops import TE, build_te, gather_check, storage
 
 
 def segments(steps) -> list[Segment]:
@@ -28,7 +28,9 @@ def segments(steps) -> list[Segment]:
 
 
 def _ty(shape, dtype):
-    return relax.TensorType(tuple(int(d) for d in shape), dtype)
+    """Relax tensor type of a value of ``dtype`` (its device storage dtype: int64 is
+    int32 here)."""
+    return relax.TensorType(tuple(int(d) for d in shape), storage(dtype))
 
 
 def _param(key, nodes: dict[int, Node], lead: tuple = ()):
@@ -38,7 +40,7 @@ def _param(key, nodes: dict[int, Node], lead: tuple = ()):
         v = key[1]
         return relax.Var(f"{v.name or 'var'}_{v.id}".replace(".", "_"), _ty(v.shape, v.dtype))
     if key[0] == "iters":
-        return relax.Var("iters", _ty(lead + (2,), "uint32"))
+        return relax.Var("iters", relax.TensorType(lead + (2,), "uint32"))
     n = nodes[key[1]]
     return relax.Var(f"{n.op.name.lower()}_{n.id}", _ty(lead + tuple(n.shape), n.dtype))
 
@@ -59,13 +61,13 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
                     vals[n.id] = bb.emit_te(TE[n.op](n), env[("iters",)],
                                             primfunc_name_hint="rand")
                 elif n.op in TE:
-                    vals[n.id] = bb.emit_te(TE[n.op](n), *[vals[s.id] for s in n.srcs],
+                    vals[n.id] = bb.emit_te(build_te(n), *[vals[s.id] for s in n.srcs],
                                             primfunc_name_hint=n.op.name.lower())
                 else:
                     raise NotImplementedError(f"tvm device: no translation for {n.op.name}")
             checks = [bb.emit_te(gather_check(n), vals[n.srcs[1].id],
                                  primfunc_name_hint="gather_check")
-                      for n in seg.nodes if n.op is Op.GATHER]
+                      for n in seg.nodes if n.op in CHECKED]
             if len(checks) > 1:
                 checks = [bb.emit_te(lambda *c: topi.concatenate(list(c), 0), *checks,
                                      primfunc_name_hint="gather_checks")]
@@ -75,7 +77,8 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
         bb.emit_func_output(result)
 
 
-def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax.BlockBuilder]:
+def translate(graph: Graph, steps_per_call: int | None = 1,
+              prefetch: int | None = None) -> tuple[list, relax.BlockBuilder]:
     """The plan of ``graph`` and the Relax module of its segments.
 
     Parameters
@@ -85,6 +88,8 @@ def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax
     steps_per_call : int or None
         Loop iterations per device call where a loop allows it (:func:`.plan.batch_segment`);
         None picks per loop (:func:`.batch.choose_steps_per_call`).
+    prefetch : int or None
+        ``execute()``'s ``prefetch`` (caps ``K`` at ``prefetch + 1``).
 
     Returns
     -------
@@ -110,7 +115,7 @@ def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax
     for loop in loops(steps):
         seg = batch_segment(loop)
         if seg is not None:
-            loop.steps_per_call = choose_steps_per_call(loop, seg, steps_per_call)
+            loop.steps_per_call = choose_steps_per_call(loop, seg, steps_per_call, prefetch)
             if loop.steps_per_call > 1:
                 emit_batched(bb, seg, loop.steps_per_call,
                              lambda key, lead=(): _param(key, nodes, lead))

@@ -7,6 +7,7 @@ graph node), ``self._wrap(node)`` (a traced tensor) and ``self._lift(x)`` (the n
 operand: a tensor, a Python number, a numpy array).
 """
 from .creation import CreationMixin
+from .dtype import DTypeMixin
 from .elementwise import ElementwiseMixin
 from .indexing import IndexingMixin
 from .movement import MovementMixin
@@ -14,5 +15,5 @@ from .reduce import ReduceMixin
 from .scan import ScanMixin
 from .window import WindowMixin
 
-__all__ = ["CreationMixin", "ElementwiseMixin", "IndexingMixin", "MovementMixin",
+__all__ = ["CreationMixin", "DTypeMixin", "ElementwiseMixin", "IndexingMixin", "MovementMixin",
            "ReduceMixin", "ScanMixin", "WindowMixin"]

@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from .. import ops
+from .. import dtypes, ops
 
 _rng = [np.random.default_rng(0)]
 _CONSTS: dict = {}      # (dtype, shape, bytes) -> Tensor: internal constants, shared
@@ -39,11 +39,14 @@ def shape_args(args) -> tuple:
 
 
 def _dtype_of(dtype, *values) -> str:
-    """float32 unless every value is an integer (int32) or ``dtype`` says otherwise."""
+    """``dtype``, else as PyTorch infers it from Python values: bool if every value is a
+    bool, int64 if every value is an integer, else float32."""
     if dtype is not None:
-        return str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+        return dtypes.name(dtype)
+    if all(isinstance(v, (bool, np.bool_)) for v in values):
+        return "bool"
     ints = all(isinstance(v, numbers.Integral) for v in values)
-    return "int32" if ints else "float32"
+    return "int64" if ints else "float32"
 
 
 class CreationMixin:
@@ -78,15 +81,15 @@ class CreationMixin:
 
     @classmethod
     def full(cls, shape, fill_value, requires_grad: bool = False, dtype: str | None = None):
-        """A variable of ``shape`` filled with ``fill_value`` (``torch.full``; int32 for an
-        integer ``fill_value`` unless ``dtype`` is given)."""
+        """A variable of ``shape`` filled with ``fill_value`` (``torch.full``; int64 for an
+        integer ``fill_value``, bool for a bool, unless ``dtype`` is given)."""
         shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
         return cls(np.full(shape, fill_value), requires_grad, _dtype_of(dtype, fill_value))
 
     @classmethod
     def arange(cls, start, end=None, step=1, *, dtype=None, requires_grad: bool = False):
         """``start, start + step, ...`` below ``end`` (``torch.arange``; one argument is
-        ``end``). int32 when every argument is an integer, else float32.
+        ``end``). int64 when every argument is an integer, else float32.
 
         Raises:
             RuntimeError: ``step`` is zero or has the wrong sign.
@@ -172,9 +175,7 @@ class CreationMixin:
         return self._fill(1, dtype)
 
     def full_like(self, fill_value, dtype=None):
-        return self._fill(fill_value, dtype if dtype is not None else
-                          (None if isinstance(fill_value, numbers.Integral) and
-                           self.dtype != "float32" else self.dtype))
+        return self._fill(fill_value, dtype)
 
     empty_like = zeros_like
 

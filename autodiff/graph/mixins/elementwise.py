@@ -15,6 +15,7 @@ import numpy as np
 from .. import ops
 from ..ir import Op
 from ..trace import no_grad
+from .dtype import binary, promoted
 
 _LN2 = math.log(2.0)
 _BIG = 8388608.0          # 2**23: every float32 of at least this magnitude is an integer
@@ -39,8 +40,9 @@ class ElementwiseMixin:
         return self._wrap(ops.unary(op, self.node))
 
     def _bin(self, op: Op, other, reverse: bool = False):
-        a, b = self.node, self._lift(other)
-        return self._wrap(ops.binary(op, b, a) if reverse else ops.binary(op, a, b))
+        """``op(self, other)`` (``op(other, self)`` with ``reverse``), promoted as PyTorch
+        does (:func:`.dtype.binary`)."""
+        return binary(op, other, self) if reverse else binary(op, self, other)
 
     def _signed(self, f):
         """``f`` of an odd function evaluated on ``|x|`` with the sign put back. ``|x|`` is
@@ -69,7 +71,7 @@ class ElementwiseMixin:
     def log1p(self): return self._un(Op.LOG1P)
     def expm1(self): return self._un(Op.EXPM1)
     def neg(self): return -self
-    def square(self): return self * self
+    def square(self): return self ** 2 if self.dtype == "bool" else self * self
 
     sgn = sign
     negative = neg
@@ -250,8 +252,10 @@ class ElementwiseMixin:
     def clamp_max(self, max): return self.clamp(max=max)
 
     def where(self, condition, other):
-        """``self`` where ``condition`` is nonzero, else ``other`` (``Tensor.where``)."""
-        return self._wrap(ops.where(self._lift(condition), self.node, self._lift(other)))
+        """``self`` where ``condition`` (bool) is true, else ``other`` (``Tensor.where``;
+        the two promoted to one dtype)."""
+        _, (x, y) = promoted(self, other)
+        return self._wrap(ops.where(self._lift(condition), x, y))
 
     # -- NaN and infinity ------------------------------------------------------------------
     def isnan(self): return self != self
@@ -279,13 +283,4 @@ class ElementwiseMixin:
             close = mask_or(close, mask_and(self.isnan(), o.isnan()))
         return close
 
-    # -- casts (the dtype mixin, earlier in Tensor's bases, refines these) ---------------
-    def float(self):
-        return self._wrap(ops.cast(self.node, "float32"))
-
-    def int(self):
-        return self._wrap(ops.cast(self.node, "int32"))
-
-    def to(self, dtype):
-        return self._wrap(ops.cast(self.node, str(np.dtype(dtype)) if dtype is not None
-                                   else self.dtype))
+    # casts (float, int, to, ...) are the dtype mixin's (mixins/dtype.py)

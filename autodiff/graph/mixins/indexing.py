@@ -104,7 +104,7 @@ def _basic(shape, key):
 class IndexingMixin:
     # -- reading ---------------------------------------------------------------------------
     def __getitem__(self, key):
-        if _is_tensor(key) and key.ndim >= 0 and key.dtype == "int32" and self.ndim >= 1:
+        if _is_tensor(key) and key.dtype in ("int32", "int64") and self.ndim >= 1:
             return self._take_rows(key)
         key = _expand_key(key, self.ndim)
         if not any(_is_adv(k) for k in key):
@@ -148,7 +148,7 @@ class IndexingMixin:
         for pos, k in enumerate(key):
             if isinstance(k, slice):
                 continue
-            if _is_tensor(k) and k.dtype != "int32":
+            if _is_tensor(k) and k.dtype not in ("int32", "int64"):
                 raise IndexError("tensors used as indices must be integer tensors; a mask "
                                  "would give a data-dependent shape (use masked_fill or where)")
             ydims.append(pos)
@@ -364,12 +364,13 @@ class IndexingMixin:
 
     def masked_fill(self, mask, value):
         """``value`` where ``mask`` is nonzero (broadcast), this tensor elsewhere."""
-        return self._wrap(ops.where(self._lift(mask), self._lift(value), self.node))
+        return self._wrap(ops.where(self._lift(mask), ops.cast(self._lift(value), self.dtype),
+                                    self.node))
 
     def __setitem__(self, key, value):
         """``x[key] = value`` (see the module docstring: out of place for traced tensors)."""
         v = value if _is_tensor(value) else self._wrap(self._lift(value))
-        if _is_tensor(key) and key.ndim >= 0 and key.dtype == "int32":
+        if _is_tensor(key) and key.dtype in ("int32", "int64"):
             key = (key,)
         ekey = _expand_key(key, self.ndim)
         if not any(_is_adv(k) for k in ekey):
@@ -378,7 +379,7 @@ class IndexingMixin:
             region = tuple(len(range(a, b, s)) for a, b, s in norm)
             vb = ops.reshape(ops.expand(v.node, out), region)
             placed = ops.unslice(vb, norm, self.shape)
-            inside = ops.unslice(ops.const(1.0, region), norm, self.shape)
+            inside = ops.unslice(ops.const(True, region, "bool"), norm, self.shape)
             new = self._wrap(ops.where(inside, placed, self.node))
         else:
             if any(_is_tensor(k) for k in ekey):

@@ -24,8 +24,9 @@ MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
 
 
 def as_index(t):
-    """An index-valued float tensor (exact integers) as the integer index dtype."""
-    return t.int()
+    """An index-valued float tensor (exact integers) as the index dtype, int64 (as
+    PyTorch's)."""
+    return t.long()
 
 
 class ReduceMixin:
@@ -48,8 +49,10 @@ class ReduceMixin:
 
     @axis_alias
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None):
-        """Sum over ``dim`` (an int, a tuple, or None/``()`` for all dims)."""
-        return self._as(dtype)._reduce(Op.SUM, dim, keepdim)
+        """Sum over ``dim`` (an int, a tuple, or None/``()`` for all dims); integers and bool
+        are summed as int64 (bool sums count), as in PyTorch."""
+        x = self._as(dtype)
+        return (x if x.is_floating_point() else x.long())._reduce(Op.SUM, dim, keepdim)
 
     @axis_alias
     def mean(self, dim=None, keepdim: bool = False, *, dtype=None):
@@ -134,6 +137,8 @@ class ReduceMixin:
     @axis_alias
     def amin(self, dim=None, keepdim: bool = False):
         """Minimum over ``dim``; ties share the gradient evenly (as ``torch.amin``)."""
+        if not self.is_floating_point():     # ~ is decreasing and, unlike -, never overflows
+            return ~(~self).amax(dim, keepdim)
         return -(-self).amax(dim, keepdim)
 
     @axis_alias
@@ -200,6 +205,9 @@ class ReduceMixin:
         index, not every tied element (``amax`` splits it among ties)."""
         d = self._dim(dim)
         idx = self._argext(values, d, keepdim=True)
+        if not self.is_floating_point():     # no gradient to route: the values as they are
+            return MaxResult(values if keepdim else values.squeeze(d),
+                             idx if keepdim else idx.squeeze(d))
         with no_grad():
             hit = self._positions(d) == idx.float()
         picked = self.where(hit, 0.0).sum(d, keepdim=keepdim)   # one element plus zeros
