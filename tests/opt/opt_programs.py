@@ -296,11 +296,11 @@ def build(spec: Spec) -> Program:
         feeds = [ad.Feeder(feeder(k), s, name=f"f{k}") for k, s in enumerate(spec.feeders)]
         pool = list(variables) + pre + feeds
         new = _run(spec.body, pool)
-        pool = pool + new
-        if spec.backward:
-            grads = [t for t in new if t.node.requires_grad]
+        if spec.backward:       # a root computed in the body (a fallback returns its input)
+            grads = [t for t in new if t.node.requires_grad and not any(t is p for p in pool)]
             if grads:
                 grads[-1].sum().backward()
+        pool = pool + new
         for u in spec.updates:
             _update(u, variables, pool)
         for k, idx in enumerate(spec.receivers):

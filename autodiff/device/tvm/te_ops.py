@@ -396,6 +396,30 @@ def _eq(a, b):
     return tirx.And(tirx.Not(tirx.Or(tirx.isnan(a), tirx.isnan(b))), a == b)
 
 
+def _self_op(fn, same, name):
+    """Binary ``fn`` whose operands may be one node: ``x - x`` and ``x / x`` on floats are
+    built as ``same(x)`` (TIR's simplifier folds them to 0 and 1, also for inf and NaN)."""
+    plain = _ew(fn, name)
+
+    def make(n: Node):
+        if n.srcs[0] is not n.srcs[1] or not dtypes.is_floating(n.dtype):
+            return plain(n)
+        return lambda a, b: te.compute(a.shape, lambda *i: same(a(*i)), name=name)
+    return make
+
+
+def _nan_if(bad, x, value):
+    return tirx.Select(bad, tirx.const(float("nan"), _dt(x)), tirx.const(value, _dt(x)))
+
+
+def _self_sub(x):
+    return _nan_if(tirx.Or(tirx.isnan(x), tirx.isinf(x)), x, 0.0)
+
+
+def _self_div(x):
+    return _nan_if(tirx.Or(tirx.Or(tirx.isnan(x), tirx.isinf(x)), x == _zero(x)), x, 1.0)
+
+
 def _expm1(x):
     """``exp(x) - 1`` without cancellation near 0 (Kahan: ``(u - 1) * x / log(u)``)."""
     u = tirx.exp(x)
@@ -420,8 +444,8 @@ TE = {
     Op.CAST: _cast,
     Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
     Op.EXPM1: _ew(_expm1, "expm1"),
-    Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
-    Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
+    Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _self_op(lambda a, b: a - b, _self_sub, "sub"),
+    Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _self_op(lambda a, b: a / b, _self_div, "div"),
     Op.POW: _pow, Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
     Op.CMPLT: _ew(lambda a, b: a < b, "lt"), Op.CMPLE: _ew(lambda a, b: a <= b, "le"),
     Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
