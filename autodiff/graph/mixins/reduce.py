@@ -126,7 +126,8 @@ class ReduceMixin:
     def _nonempty(self, dim, name: str):
         """Raise PyTorch's ``IndexError`` if ``name`` (a max/min-like reduction, which has
         no identity) reduces a zero-size dim, with the input shape and the user's site."""
-        if self.numel() == 0 and any(self.shape[d] == 0 for d in norm_dims(dim, self.ndim, self.shape)):
+        dims = norm_dims(dim, self.ndim, self.shape)
+        if self.numel() == 0 and any(self.shape[d] == 0 for d in dims):
             shape, site = list(self.shape), user_site()
             if dim is None:
                 raise IndexError(f"{name}(): Expected reduction dim to be specified for "
