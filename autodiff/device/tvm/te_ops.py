@@ -13,7 +13,8 @@ numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
   base is 1 or -1 (never a trap: LLVM's ``sdiv`` by 0 would raise SIGFPE);
 * NaN propagates as in numpy and torch: ``RELU``, ``MAX``, ``MIN`` and ``RMAX`` use
   :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN); ``!=`` is ``not (a == b)``
-  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
+  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false); ``==``, ``x - x``
+  and ``x / x`` test for NaN/inf explicitly (TIR's simplifier folds them to true, 0, 1);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
   :func:`gather_check` gives the count, smallest and largest of the out-of-range indices
