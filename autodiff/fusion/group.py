@@ -23,6 +23,8 @@ from ..procedural.ir import (BLOCKS, Acc, Apply, BufferKind, Const, DotProduct, 
 
 MAX_MEMBERS = 48        # members per group (keeps the O(k^2) rebuilds cheap)
 MAX_VALUE_NODES = 4000  # expression size of one fused kernel (guards against inlining blow-up)
+MAX_INLINE_NODES = 64   # expression size of one recomputed producer (read at another index):
+                        # chains of such reads (scans, sorting networks) would grow exponentially
 
 _P = "__p"
 
@@ -256,7 +258,10 @@ def _build(anchor, members, read_outside):
                 return Local(v.buffer)
             if key in inline:
                 m, (inv, n) = inline[key]
-                return resolve(subst_value(m.outs[0].value, at_p(inv, n, v.index)), depth + 1)
+                r = resolve(subst_value(m.outs[0].value, at_p(inv, n, v.index)), depth + 1)
+                if _count(r) > MAX_INLINE_NODES:
+                    raise _Fail
+                return r
             return v
         if isinstance(v, Apply):
             return Apply(v.op, tuple(resolve(a, depth) for a in v.args), v.dtype, v.arg)

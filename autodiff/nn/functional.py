@@ -202,7 +202,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             raise RuntimeError("one_hot: give num_classes for a traced tensor (the class count "
                                "would depend on its values)")
         num_classes = int(tensor.numpy().max()) + 1 if tensor.numel() else 0
-    hit = tensor.float().unsqueeze(-1) == Tensor(np.arange(num_classes, dtype=np.float32))
+    hit = tensor.float().unsqueeze(-1) == Tensor._const(np.arange(num_classes, dtype=np.float32))
     return hit.int()
 
 
@@ -409,7 +409,7 @@ def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int,
         raise ShapeError("cross_entropy", [logp.shape, target.shape], user_site(),
                          f"class targets must have shape {list(logp.shape[:-1])}")
     t = target.float()
-    one_hot = t.unsqueeze(-1) == Tensor(np.arange(n_cls, dtype=np.float32))     # [..., C]
+    one_hot = t.unsqueeze(-1) == Tensor._const(np.arange(n_cls, dtype=np.float32))  # [..., C]
     valid = (t != float(ignore_index)).float()                                  # [...]
     w = valid if weight is None else (one_hot.float() * weight).sum(-1) * valid
     check = _wrap(ops.gather(ops.const(0.0, (n_cls,)), target.node,

@@ -477,11 +477,14 @@ class _Lowering:
             b = self.new_buffer(f"out{n.node.id}", n.node.shape, n.node.dtype,
                                 BufferKind.OUTPUT, node=n.node.id)
             self.outputs[n.node.id] = b
-            out.append(self.copy_kernel(v, b))
+            if n.node.size:
+                out.append(self.copy_kernel(v, b))
+            return
+        if n.op in _KERNEL_OPS and self._empty(n, out):
             return
         op = n.op
         if op in MOVEMENT and n.size == 0:          # no element is ever read
-            zero = Const(0 if n.dtype == "int32" else 0.0, n.dtype)
+            zero = Const(dtypes.check_scalar(0, n.dtype), n.dtype)
             self.views[n.id] = View(n.shape, lambda idx, c=zero: c)
         elif op in MOVEMENT:
             self.views[n.id] = self.movement(n)
@@ -533,7 +536,8 @@ class _Lowering:
                 b = self.new_buffer(f"{n.arg.name}_{len(bufs)}" if len(n.srcs) > 1
                                     else n.arg.name, s.shape, s.dtype, BufferKind.RECEIVER,
                                     s.id)
-                out.append(self.copy_kernel(self.views[s.id], b))
+                if s.size:
+                    out.append(self.copy_kernel(self.views[s.id], b))
                 bufs.append(b)
             out.append(ReceiverRead(n.arg, tuple(bufs)))
         elif op is Op.CALLBACK:
@@ -588,6 +592,27 @@ class _Lowering:
                 Op.CMPNE: lambda: 1 - And(Lt(a, b + 1), Lt(b, a + 1)),
                 Op.CAST: lambda: a}[n.op]()
         return IndexValue(simplify(expr), n.dtype)
+
+    def _empty(self, n: Node, out: list) -> bool:
+        """Zero-size cases, which get no loop over an empty space: an empty result gets its
+        (empty) buffer and no kernel; a reduction, contraction or scatter of nothing into
+        a non-empty result is a fill with the identity. Returns whether ``n`` was handled."""
+        empty_in = (n.op in (Op.SUM, Op.RMAX) and n.srcs[0].size == 0) or \
+            (n.op is Op.DOT and n.srcs[0].shape[-1] == 0) or \
+            (n.op is Op.SCATTER_ADD and n.srcs[0].size == 0)
+        if n.size and not empty_in:
+            return False
+        t = self.temp(n)
+        if n.size:
+            fill = 0
+            if n.op is Op.RMAX:
+                fill = -float("inf") if dtypes.is_floating(n.dtype) else \
+                    (False if dtypes.name(n.dtype) == "bool" else dtypes.INT32_MIN)
+            vars_ = space_vars(n.shape)
+            out.append(Elementwise(n.shape, vars_, (Output(
+                t, flat(vars_, n.shape), Const(dtypes.check_scalar(fill, n.dtype),
+                                               n.dtype)),)))
+        return True
 
     def predicate(self, s: Node, out: list):
         """Predicate ``s`` as an :class:`IndexValue` (a condition on loop counters, which

@@ -41,6 +41,49 @@ SCALAR_OPS = {
     "radd": lambda a, c: c + a, "pow": lambda a, c: a ** abs(c) if c in (0.0, 1.0, 2.0) else a,
 }
 CMPS = {"lt": lambda a, b: a < b, "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b}
+
+
+def _last(x, n):
+    """Whether ``x``'s last dim has size ``n`` (shape-dependent ops fall back otherwise)."""
+    return x.ndim >= 1 and x.shape[-1] == n
+
+
+def _setitem(x):
+    y = x * 1.0
+    y[..., ::2] = x[..., :1] * 0.5
+    return y
+
+
+#: the PyTorch-breadth ops (issue 15), each keeping its result in the broadcast family
+BREADTH = {
+    "atan": lambda x, y: x.atan(), "log1p": lambda x, y: x.abs().log1p(),
+    "expm1": lambda x, y: x.clamp(max=5.0).expm1(), "asinh": lambda x, y: x.asinh(),
+    "floor": lambda x, y: x.floor() + x.frac(), "round": lambda x, y: (x * 3.0).round(),
+    "clamp_t": lambda x, y: x.clamp(min=y), "logaddexp": lambda x, y: x.logaddexp(y),
+    "atan2": lambda x, y: x.atan2(y), "lerp": lambda x, y: x.lerp(y, 0.25),
+    "nan_to_num": lambda x, y: x.nan_to_num(), "copysign": lambda x, y: x.copysign(y),
+    "flip": lambda x, y: x.flip(-1), "roll": lambda x, y: x.roll(1, -1),
+    "cumsum": lambda x, y: x.cumsum(-1) if x.ndim else x,
+    "cumprod": lambda x, y: x.tanh().cumprod(-1) if x.ndim else x,
+    "logcumsumexp": lambda x, y: x.logcumsumexp(-1) if x.ndim else x,
+    "cummax": lambda x, y: x.cummax(-1).values if x.ndim else x,
+    "sort": lambda x, y: x.sort(-1, descending=True).values if x.ndim else x,
+    "strided": lambda x, y: x[..., ::2].repeat_interleave(2, -1) if _last(x, 4) else x,
+    "diag": lambda x, y: x[..., :3, :3].diagonal(0, -2, -1).diag_embed()
+    .repeat(1, 1, 1)[..., :3, :] if x.ndim >= 2 and x.shape[-1] == 4 and x.shape[-2] == 3
+    else x,
+    "setitem": lambda x, y: _setitem(x) if x.ndim else x,
+    "gather": lambda x, y: x.gather(-1, ad.Tensor(np.broadcast_to(
+        np.array([3, 0, 0, 2], np.int32), x.shape).copy())) if _last(x, 4) else x,
+    "index": lambda x, y: x[..., [2, 2, 0, 1]] if _last(x, 4) else x,
+    "tril": lambda x, y: x.tril() if x.ndim >= 2 else x,
+    "prod": lambda x, y: x.tanh().prod(-1, keepdim=True) if x.ndim else x,
+    "std": lambda x, y: x.std(-1, keepdim=True) if x.ndim and x.shape[-1] > 1 else x,
+    "norm": lambda x, y: x.norm(dim=-1, keepdim=True) if x.ndim else x,
+    "logsumexp": lambda x, y: x.logsumexp(-1, keepdim=True) if x.ndim else x,
+    "masked_fill": lambda x, y: x.masked_fill(y > 0.5, -1.0),
+    "einsum": lambda x, y: ad.einsum("...i,...i->...", x, x).unsqueeze(-1) if x.ndim else x,
+}
 VIEWS = ("perm", "flat", "unsq", "mT", "detach", "bcast")
 
 _i = st.integers(0, 63)
@@ -56,6 +99,7 @@ INSTR = st.one_of(
     st.tuples(st.just("slice"), _i),
     st.tuples(st.just("fill"), _i, st.sampled_from(SCALARS)),
     st.tuples(st.just("dup"), st.sampled_from(sorted(UNARY)), _i),
+    st.tuples(st.just("breadth"), st.sampled_from(sorted(BREADTH)), _i, _i),
 )
 UPDATE = st.tuples(st.integers(0, 2), st.sampled_from(["sgd", "add", "mul", "copy"]), _i)
 
@@ -189,6 +233,8 @@ def _apply(ins, pool):
         if x.ndim == 0 or x.shape[-1] != 4:
             return x + 1.0
         return ad.concat([x[..., 1:][..., 1:], x[..., :2]], -1)
+    if kind == "breadth":
+        return BREADTH[ins[1]](_pick(pool, ins[2]), _pick(pool, ins[3]))
     if kind == "fill":
         t = _pick(pool, ins[1]) * 1.0
         t.fill_(ins[2])
@@ -250,11 +296,11 @@ def build(spec: Spec) -> Program:
         feeds = [ad.Feeder(feeder(k), s, name=f"f{k}") for k, s in enumerate(spec.feeders)]
         pool = list(variables) + pre + feeds
         new = _run(spec.body, pool)
-        pool = pool + new
-        if spec.backward:
-            grads = [t for t in new if t.node.requires_grad]
+        if spec.backward:       # a root computed in the body (a fallback returns its input)
+            grads = [t for t in new if t.node.requires_grad and not any(t is p for p in pool)]
             if grads:
                 grads[-1].sum().backward()
+        pool = pool + new
         for u in spec.updates:
             _update(u, variables, pool)
         for k, idx in enumerate(spec.receivers):
@@ -279,6 +325,9 @@ def build(spec: Spec) -> Program:
     ad.Receiver(receiver("post"), [variables[0]], name="post")
     prog.keep = prog.keep + pre + post
     prog.graph = TRACER.finish()
+    for n in prog.graph.walk():            # constants the ops made (positions, masks)
+        if n.op.name == "LOAD" and n.arg not in prog.init:
+            prog.init[n.arg] = n.arg.value.copy()
     return prog
 
 

@@ -49,9 +49,9 @@ def test_binary(device):
 
 
 def test_where_clamp_and_masks(device):
-    m = (np.arange(A.size) % 2).astype(np.float32)
+    m = (np.arange(A.size) % 2).astype(bool)     # a bool condition, as torch.where needs
     got = _run(device, lambda m_, a, b: ad.where(m_, a, b), m, A, B)
-    _check(got, torch.where(torch.tensor(m) != 0, torch.tensor(A), torch.tensor(B)).numpy())
+    _check(got, torch.where(torch.tensor(m), torch.tensor(A), torch.tensor(B)).numpy())
     got = _run(device, lambda x: x.clamp(-1.0, 2.0), SPECIAL)
     _check(got, torch.tensor(SPECIAL).clamp(-1.0, 2.0).numpy())
 

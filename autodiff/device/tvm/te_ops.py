@@ -13,7 +13,8 @@ numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
   base is 1 or -1 (never a trap: LLVM's ``sdiv`` by 0 would raise SIGFPE);
 * NaN propagates as in numpy and torch: ``RELU``, ``MAX``, ``MIN`` and ``RMAX`` use
   :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN); ``!=`` is ``not (a == b)``
-  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
+  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false); ``==``, ``x - x``
+  and ``x / x`` test for NaN/inf explicitly (TIR's simplifier folds them to true, 0, 1);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
   :func:`gather_check` gives the count, smallest and largest of the out-of-range indices
@@ -206,11 +207,14 @@ def _cast(n: Node):
     return lambda x: _convert(x, dst)
 
 
-def _zeros(n: Node):
-    """The node's shape filled with 0: a sum or matmul over an empty extent (``topi.sum``
-    left such an output uninitialised)."""
-    return te.compute(n.shape, lambda *i: tirx.const(0, storage(n.dtype)),
-                      name="empty_reduce")
+def _fill(n: Node, value):
+    """The node's shape filled with ``value``: a reduction, matmul or scatter over an empty
+    extent, without a loop over nothing (``topi.sum`` left such an output uninitialised)."""
+    return te.compute(n.shape, lambda *i: tirx.const(value, storage(n.dtype)), name="fill")
+
+
+def _empty_input(n: Node) -> bool:
+    return bool(n.size) and n.srcs[0].size == 0
 
 
 def _sum(n: Node):
@@ -220,7 +224,7 @@ def _sum(n: Node):
 
     def build(x):
         if any(int(x.shape[a]) == 0 for a in axes):
-            return _zeros(n)
+            return _fill(n, 0)
         return topi.sum(x, axis=axes, keepdims=True)
     return build
 
@@ -250,6 +254,8 @@ def _rmax(n: Node):
     """Maximum over ``n.arg``: NaN-propagating for floats, ``topi.max`` for integers,
     ``topi.any`` for bool."""
     axes = [int(a) for a in n.arg]
+    if _empty_input(n) and dtypes.is_floating(n.dtype):
+        return lambda x: _fill(n, float("-inf"))
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
     if n.dtype == "bool":
@@ -270,7 +276,7 @@ def _rmax(n: Node):
 def _dot(n: Node):
     def build(a, b):
         if int(a.shape[-1]) == 0:
-            return _zeros(n)
+            return _fill(n, 0)
         k = te.reduce_axis((0, a.shape[-1]), "k")
         return te.compute(n.shape, lambda *i: te.sum(
             a[(*i[:-1], k)] * b[(*i[:-2], k, i[-1])], axis=k), name=DOT_BLOCK)
@@ -363,6 +369,9 @@ def gather_check(n: Node):
 
 
 def _scatter_add(n: Node):
+    if _empty_input(n):
+        return lambda upd, idx: _fill(n, 0)
+
     def build(upd, idx):
         axes = [te.reduce_axis((0, d), f"j{a}") for a, d in enumerate(idx.shape)]
         k = len(idx.shape)
@@ -386,6 +395,38 @@ def _rand(n: Node):
 
 _ONE = tirx.const(1.0, "float32")
 _ZERO = tirx.const(0.0, "float32")
+
+
+def _eq(a, b):
+    """``a == b`` (bool), false for NaN even where TIR's simplifier would fold ``x == x``
+    to true (the ``isnan`` test ``x != x``)."""
+    if "float" not in _dt(a):
+        return a == b
+    return tirx.And(tirx.Not(tirx.Or(tirx.isnan(a), tirx.isnan(b))), a == b)
+
+
+def _self_op(fn, same, name):
+    """Binary ``fn`` whose operands may be one node: ``x - x`` and ``x / x`` on floats are
+    built as ``same(x)`` (TIR's simplifier folds them to 0 and 1, also for inf and NaN)."""
+    plain = _ew(fn, name)
+
+    def make(n: Node):
+        if n.srcs[0] is not n.srcs[1] or not dtypes.is_floating(n.dtype):
+            return plain(n)
+        return lambda a, b: te.compute(a.shape, lambda *i: same(a(*i)), name=name)
+    return make
+
+
+def _nan_if(bad, x, value):
+    return tirx.Select(bad, tirx.const(float("nan"), _dt(x)), tirx.const(value, _dt(x)))
+
+
+def _self_sub(x):
+    return _nan_if(tirx.Or(tirx.isnan(x), tirx.isinf(x)), x, 0.0)
+
+
+def _self_div(x):
+    return _nan_if(tirx.Or(tirx.Or(tirx.isnan(x), tirx.isinf(x)), x == _zero(x)), x, 1.0)
 
 
 def _expm1(x):
@@ -412,12 +453,12 @@ TE = {
     Op.CAST: _cast,
     Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
     Op.EXPM1: _ew(_expm1, "expm1"),
-    Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
-    Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
+    Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _self_op(lambda a, b: a - b, _self_sub, "sub"),
+    Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _self_op(lambda a, b: a / b, _self_div, "div"),
     Op.POW: _pow, Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
     Op.CMPLT: _ew(lambda a, b: a < b, "lt"), Op.CMPLE: _ew(lambda a, b: a <= b, "le"),
     Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
-    Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(a == b), "ne"),
+    Op.CMPEQ: _ew(_eq, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(_eq(a, b)), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
     Op.FLOORDIV: _ew(_floordiv, "floordiv"), Op.MOD: _ew(_mod, "mod"),
     Op.AND: _ew(lambda a, b: tirx.And(a, b) if _dt(a) == "bool" else tirx.bitwise_and(a, b),

@@ -18,6 +18,8 @@ import numpy as np
 from .. import dtypes, ops
 
 _rng = [np.random.default_rng(0)]
+_CONSTS: dict = {}      # (dtype, shape, bytes) -> Tensor: internal constants, shared
+_CONSTS_MAX = 512
 
 
 def manual_seed(seed: int) -> None:
@@ -48,6 +50,20 @@ def _dtype_of(dtype, *values) -> str:
 
 
 class CreationMixin:
+    @classmethod
+    def _const(cls, array):
+        """A variable holding the internal constant ``array`` (positions, masks, index
+        offsets), one per distinct value: uploaded once, and equal constants are one node,
+        so CSE merges the ops built on them."""
+        a = np.ascontiguousarray(array)
+        key = (a.dtype.str, a.shape, a.tobytes())
+        t = _CONSTS.get(key)
+        if t is None:
+            if len(_CONSTS) >= _CONSTS_MAX:
+                _CONSTS.clear()
+            t = _CONSTS[key] = cls(a, name="const")
+        return t
+
     @classmethod
     def zeros(cls, *shape, requires_grad: bool = False, dtype: str = "float32"):
         """A variable of zeros (``torch.zeros``)."""
@@ -185,8 +201,8 @@ class CreationMixin:
             raise RuntimeError(f"tril/triu: input tensor must have at least 2 dimensions, got "
                                f"{self.ndim}")
         n, m = self.shape[-2:]
-        rows = type(self)(np.arange(n, dtype=np.float32).reshape(n, 1) + diagonal)
-        cols = type(self)(np.arange(m, dtype=np.float32).reshape(1, m))
+        rows = self._const(np.arange(n, dtype=np.float32).reshape(n, 1) + diagonal)
+        cols = self._const(np.arange(m, dtype=np.float32).reshape(1, m))
         return cols >= rows if upper else cols <= rows
 
     def tril(self, diagonal: int = 0):

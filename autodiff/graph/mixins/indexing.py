@@ -113,7 +113,7 @@ class IndexingMixin:
         y, key = self._split_key(key)
         if not any(_is_tensor(k) for k in key):
             flat = np.arange(y.numel(), dtype=np.int64).reshape(y.shape)[key]
-            return y._gather_flat(type(self)(flat.astype(np.int32)))
+            return y._gather_flat(self._const(flat.astype(np.int32)))
         return y._advanced(key)
 
     def _split_key(self, key):
@@ -152,7 +152,7 @@ class IndexingMixin:
                 raise IndexError("tensors used as indices must be integer tensors; a mask "
                                  "would give a data-dependent shape (use masked_fill or where)")
             ydims.append(pos)
-            idxs.append(k if _is_tensor(k) else type(self)(np.asarray(k, np.float32)))
+            idxs.append(k if _is_tensor(k) else self._const(np.asarray(k, np.float32)))
         flat = y._flat_offsets(ydims, idxs)
         rest = [d for d in range(y.ndim) if d not in ydims]
         table = y.permute(*ydims, *rest) if y.ndim else y
@@ -194,7 +194,7 @@ class IndexingMixin:
         """Slices ``index`` (1-D int tensor) of dim ``dim``: a ``GATHER`` of rows after moving
         ``dim`` first. Indices must lie in ``[0, n)`` (else ``IndexError`` at run time)."""
         d = self._dim(dim)
-        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        index = index if _is_tensor(index) else self._const(np.asarray(index, np.int32))
         if index.ndim > 1:
             raise IndexError("index_select(): Index is supposed to be a vector")
         if self.ndim == 0:
@@ -228,7 +228,7 @@ class IndexingMixin:
         n = self.shape[d] if self.ndim else 1
         with no_grad():
             f = index.float()
-            flat = f * float(strides[d] if self.ndim else 1) + type(self)(grid.astype(np.float32))
+            flat = f * float(strides[d] if self.ndim else 1) + self._const(grid.astype(np.float32))
             bad = (f < 0).float() + (f >= n).float()
             return self._minus_one().where(bad > 0, flat).int()
 
@@ -236,7 +236,7 @@ class IndexingMixin:
         """``out[..i, j, k..] = x[..i, index[..i, j, k..], k..]`` along ``dim`` (``index`` of
         the same rank, no larger in other dims): one ``GATHER`` of flat offsets; its
         gradient is a ``SCATTER_ADD``."""
-        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        index = index if _is_tensor(index) else self._const(np.asarray(index, np.int32))
         if self.ndim == 0:
             return self._gather_flat(self._dim_offsets(dim, index.reshape(())))
         return self._gather_flat(self._dim_offsets(dim, index))
@@ -244,7 +244,7 @@ class IndexingMixin:
     def take_along_dim(self, indices, dim=None):
         """``gather`` with ``indices`` and this tensor broadcast together except along
         ``dim``; ``dim=None`` indexes the flattened tensor."""
-        indices = indices if _is_tensor(indices) else type(self)(np.asarray(indices, np.int32))
+        indices = indices if _is_tensor(indices) else self._const(np.asarray(indices, np.int32))
         if dim is None:
             return self.reshape(-1).gather(0, indices.reshape(-1))
         d = self._dim(dim)
@@ -261,7 +261,7 @@ class IndexingMixin:
     def _scatter_parts(self, dim: int, index, src):
         """(flat offsets of ``index`` along ``dim``, ``src`` cut to ``index``'s shape as a
         flat vector, ``SCATTER_ADD`` of ``src``, ``SCATTER_ADD`` of ones)."""
-        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        index = index if _is_tensor(index) else self._const(np.asarray(index, np.int32))
         flat = self._dim_offsets(dim, index).reshape(-1)
         if _is_tensor(src):
             for i, (a, b) in enumerate(zip(index.shape, src.shape)):
@@ -321,7 +321,7 @@ class IndexingMixin:
         extreme of the ``src`` values whose index is ``t`` (and of this tensor's value),
         ties sharing the gradient evenly as PyTorch's."""
         d = self._dim(dim)
-        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        index = index if _is_tensor(index) else self._const(np.asarray(index, np.int32))
         sub = tuple(slice(0, n) if i != d else slice(None) for i, n in enumerate(index.shape))
         src = src[tuple(slice(0, n) for n in index.shape)]
         x = self[sub]                                     # the box the index covers
@@ -331,7 +331,7 @@ class IndexingMixin:
         with no_grad():
             shape = [1] * (index.ndim + 1)
             shape[d] = n
-            pos = type(self)(np.arange(n, dtype=np.float32).reshape(shape))
+            pos = self._const(np.arange(n, dtype=np.float32).reshape(shape))
             hit = index.float().unsqueeze(d) == pos        # [.., n, J, ..]: index j hits t
             any_hit = hit.float().sum(d + 1) > 0
         cand = s.unsqueeze(d).where(hit, -np.inf)          # [.., n, J, ..]
@@ -351,7 +351,7 @@ class IndexingMixin:
         """This tensor plus ``alpha * source`` added at the slices ``index`` (1-D) of ``dim``
         (duplicates add): a ``SCATTER_ADD`` of rows after moving ``dim`` first."""
         d = self._dim(dim)
-        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        index = index if _is_tensor(index) else self._const(np.asarray(index, np.int32))
         if index.ndim > 1:
             raise IndexError("index_add_(): Index is supposed to be a vector")
         x = self.movedim(d, 0) if self.ndim else self.reshape(1)
@@ -383,7 +383,7 @@ class IndexingMixin:
             new = self._wrap(ops.where(inside, placed, self.node))
         else:
             if any(_is_tensor(k) for k in ekey):
-                grid = type(self)(np.arange(self.numel(), dtype=np.float32).reshape(self.shape))
+                grid = self._const(np.arange(self.numel(), dtype=np.float32).reshape(self.shape))
                 g, rest = grid._split_key(ekey)
                 flat = g._advanced(rest).int()
             else:
@@ -391,7 +391,7 @@ class IndexingMixin:
                 basic = tuple(slice(None) if _is_adv(k) else k for k in ekey)
                 rest = tuple(k if _is_adv(k) else slice(None) for k in ekey
                              if not isinstance(k, numbers.Integral))
-                flat = type(self)(g[basic][rest].astype(np.int32))
+                flat = self._const(g[basic][rest].astype(np.int32))
             vals = v.broadcast_to(flat.shape).reshape(-1)
             f = flat.reshape(-1)
             n = self.numel()

@@ -247,7 +247,7 @@ class MovementMixin:
             raise RuntimeError(f"repeat_interleave: repeats must have the same size as input "
                                f"along dim ({x.shape[d]}), got {counts.size}")
         idx = np.repeat(np.arange(x.shape[d]), counts).astype(np.int32)
-        return x.index_select(d, type(self)(idx))
+        return x.index_select(d, self._const(idx))
 
     # -- splitting and joining --------------------------------------------------------------
     def split(self, split_size_or_sections, dim: int = 0):

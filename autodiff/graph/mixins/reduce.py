@@ -124,9 +124,17 @@ class ReduceMixin:
 
     # -- extremes ------------------------------------------------------------------------
     def _nonempty(self, dim, name: str):
-        if self.numel() == 0 and any(self.shape[d] == 0 for d in norm_dims(dim, self.ndim, self.shape)):
-            raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel()"
-                             f" == 0 (zero-size dim reduced, traced at {user_site()})")
+        """Raise PyTorch's ``IndexError`` if ``name`` (a max/min-like reduction, which has
+        no identity) reduces a zero-size dim, with the input shape and the user's site."""
+        dims = norm_dims(dim, self.ndim, self.shape)
+        if self.numel() == 0 and any(self.shape[d] == 0 for d in dims):
+            shape, site = list(self.shape), user_site()
+            if dim is None:
+                raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                                 f"input.numel() == 0: a reduction over every dim needs "
+                                 f"non-zero size (input shape {shape}, traced at {site})")
+            raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size "
+                             f"(input shape {shape}, traced at {site})")
 
     @axis_alias
     def amax(self, dim=None, keepdim: bool = False):
@@ -137,6 +145,7 @@ class ReduceMixin:
     @axis_alias
     def amin(self, dim=None, keepdim: bool = False):
         """Minimum over ``dim``; ties share the gradient evenly (as ``torch.amin``)."""
+        self._nonempty(dim, "amin")
         if not self.is_floating_point():     # ~ is decreasing and, unlike -, never overflows
             return ~(~self).amax(dim, keepdim)
         return -(-self).amax(dim, keepdim)
@@ -146,19 +155,21 @@ class ReduceMixin:
         """Maximum of all elements (``dim=None``, a 0-d tensor), ``(values, indices)`` along
         ``dim`` like ``torch.max`` (first maximal position; the gradient goes to it alone),
         or ``maximum`` with a tensor."""
+        if not isinstance(dim, (numbers.Integral, type(None))):
+            return self.maximum(dim)
+        self._nonempty(dim, "max")
         if dim is None:
             return self.amax()
-        if not isinstance(dim, numbers.Integral):
-            return self.maximum(dim)
         return self._select(self.amax(dim, keepdim=True), dim, keepdim)
 
     @axis_alias
     def min(self, dim=None, keepdim: bool = False):
         """Like :meth:`max` for the minimum."""
+        if not isinstance(dim, (numbers.Integral, type(None))):
+            return self.minimum(dim)
+        self._nonempty(dim, "min")
         if dim is None:
             return self.amin()
-        if not isinstance(dim, numbers.Integral):
-            return self.minimum(dim)
         return self._select(self.amin(dim, keepdim=True), dim, keepdim)
 
     @axis_alias
@@ -167,6 +178,7 @@ class ReduceMixin:
         if dim is None:
             out = self.reshape(-1).argmax(0)
             return out.reshape([1] * self.ndim) if keepdim else out
+        self._nonempty(dim, "argmax")
         return self._argext(self.amax(dim, keepdim=True), dim, keepdim)
 
     @axis_alias
@@ -175,6 +187,7 @@ class ReduceMixin:
         if dim is None:
             out = self.reshape(-1).argmin(0)
             return out.reshape([1] * self.ndim) if keepdim else out
+        self._nonempty(dim, "argmin")
         return self._argext(self.amin(dim, keepdim=True), dim, keepdim)
 
     def _positions(self, dim: int, values=None):
@@ -185,7 +198,7 @@ class ReduceMixin:
         shape = [1] * max(self.ndim, 1)
         shape[d] = n
         v = np.arange(n, dtype=np.float32) if values is None else np.asarray(values, np.float32)
-        t = type(self)(v.reshape(shape))
+        t = self._const(v.reshape(shape))
         return t if self.ndim else t.reshape(())
 
     def _argext(self, values, dim: int, keepdim: bool):

@@ -67,7 +67,7 @@ class ScanMixin:
         if n <= 1:
             return self
         if n <= _TRI_MAX:
-            return self @ type(self)(np.triu(np.ones((n, n), np.float32)))
+            return self @ self._const(np.triu(np.ones((n, n), np.float32)))
         c = -(-n // _BLOCK)
         x = self._wrap(ops.pad(self.node, [(0, 0)] * (self.ndim - 1) + [(0, c * _BLOCK - n)]))
         blocks = x.reshape(*self.shape[:-1], c, _BLOCK)._cumsum_last()
@@ -111,7 +111,7 @@ class ScanMixin:
     def _index_grid(self):
         """``0, 1, ..`` along the last dim, float32, broadcast to this shape (a constant)."""
         n = self.shape[-1]
-        return type(self)(np.arange(n, dtype=np.float32)).broadcast_to(self.shape)
+        return self._const(np.arange(n, dtype=np.float32)).broadcast_to(self.shape)
 
     def cummax(self, dim: int):
         """``(values, indices)``: running maximum along ``dim`` and where it was (the last
@@ -132,11 +132,11 @@ class ScanMixin:
         x, d = self._last(dim)
         n = x.shape[-1]
         if n <= 1:
-            idx = type(self)(np.zeros(x.shape, np.float32))
+            idx = self._const(np.zeros(x.shape, np.float32))
             return SortResult(x._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
         key = -x if descending else x
         p = 1 << (n - 1).bit_length()
-        idx = type(self)(np.arange(p, dtype=np.float32)).broadcast_to(x.shape[:-1] + (p,))
+        idx = self._const(np.arange(p, dtype=np.float32)).broadcast_to(x.shape[:-1] + (p,))
         if p > n:
             key = key.cat(self._wrap(ops.const(math.inf, x.shape[:-1] + (p - n,))), dim=-1)
         k = 2
@@ -178,23 +178,19 @@ class ScanMixin:
 def _compare_exchange(key, idx, size: int, mirror: bool):
     """One stage of the network on the last dim: within each block of ``size``, element
     ``t`` of the first half meets element ``t`` of the second half (``size-1-t`` with
-    ``mirror``); the smaller ``(key, idx)`` pair goes first."""
-    lead = key.shape[:-1]
-    n = key.shape[-1]
+    ``mirror``); the smaller ``(key, idx)`` pair goes first. Each element reads itself and
+    its partner (a view: the block's halves swapped), so a stage is one elementwise
+    kernel per output."""
+    lead, n = key.shape[:-1], key.shape[-1]
 
-    def halves(t):
-        b = t.reshape(*lead, n // size, 2, size // 2)
-        lo, hi = b[..., 0, :], b[..., 1, :]
-        return lo, (hi.flip(-1) if mirror else hi)
+    def partner(t):
+        b = t.reshape(*lead, n // size, 2, size // 2).flip(-2)
+        return (b.flip(-1) if mirror else b).reshape(*lead, n)
 
-    klo, khi = halves(key)
-    ilo, ihi = halves(idx)
+    pk, pi = partner(key), partner(idx)
     with no_grad():
-        swap = _or(klo > khi, _and(klo == khi, ilo > ihi))
-    nk_lo, nk_hi = khi.where(swap, klo), klo.where(swap, khi)
-    ni_lo, ni_hi = ihi.where(swap, ilo), ilo.where(swap, ihi)
-    if mirror:
-        nk_hi, ni_hi = nk_hi.flip(-1), ni_hi.flip(-1)
-    key = nk_lo.stack(nk_hi, dim=-2).reshape(*lead, n)
-    idx = ni_lo.stack(ni_hi, dim=-2).reshape(*lead, n)
-    return key, idx
+        first = key._const(np.array([[1.0], [0.0]], np.float32)).expand(2, size // 2) \
+            .reshape(size).repeat(n // size).reshape(n)           # 1 in each first half
+        smaller = _or(key < pk, _and(key == pk, idx < pi))
+        keep = (smaller.float() == first)                      # first half keeps the min
+    return key.where(keep, pk), idx.where(keep, pi)
