@@ -12,7 +12,10 @@ other parameters | outputs | planned buffers (temps, Feeder/Receiver staging) | 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+
+import numpy as np
 
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
                               ReceiverRead)
@@ -119,14 +122,42 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, target,
+class _Kernels:
+    """The kernel bodies of a program being rendered, each distinct source once.
+
+    A kernel statement renders with its buffers' offsets as int arguments
+    (:class:`.codegen.Args`); one whose body (up to its name) and launch sizes equal an
+    earlier one's reuses that body and only brings its own arguments.
+    """
+
+    def __init__(self):
+        self.bodies: list = []          # distinct bodies, in first-use order
+        self.canon: dict = {}           # (source up to the name, sizes) -> body
+        self.count = 0
+
+    def render(self, s, off, target) -> list:
+        """The Sources to launch for kernel statement ``s`` (shared bodies renamed)."""
+        name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
+        self.count += 1
+        out = []
+        for src in codegen.kernel(name, s, off, d=BODY, target=target, args=True):
+            key = (src.src.replace(src.name, "@"), src.global_size, src.local_size, src.whole)
+            first = self.canon.get(key)
+            if first is None:
+                self.canon[key] = first = src
+                self.bodies.append(src)
+            out.append(dataclasses.replace(src, name=first.name, src=first.src))
+        return out
+
+
+def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target,
            top: bool = True):
-    """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
+    """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, bodies, launches, chain_work, target, top=False)
+            body = _steps(s.body, off, kernels, launches, chain_work, target, top=False)
             feeds = [x for x in body if type(x) is Feed]
             callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
                             for x, _ in _walk(s.body))
@@ -138,10 +169,8 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target,
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
-            name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
-            for src in codegen.kernel(name, s, off, d=BODY, target=target):
-                bodies.append(src)
+            for src in kernels.render(s, off, target):
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
                 if small and prev is not None and launches[prev][0]:
@@ -155,18 +184,25 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target,
     return steps
 
 
-def _wrappers(launches: dict) -> list:
-    """Give every launch its kernel: the NDRange wrapper of a lone body, or a chain."""
-    out = []
+def _wrappers(launches: dict) -> tuple[list, dict]:
+    """Give every launch its kernel: the NDRange wrapper of a lone body (one per distinct
+    body) or a chain. Returns the kernel sources and, per launch, its int arguments."""
+    out, wrapped, args = [], {}, {}
     for la, (_, members) in launches.items():
         if len(members) == 1:
-            src = members[0] if members[0].whole else chain.wrap(members[0])
+            m = members[0]
+            src = wrapped.get(m.name)
+            if src is None:
+                src = wrapped[m.name] = m if m.whole else chain.wrap(m)
+                out.append(src)
+            args[la] = m.args
         else:
             src = chain.chain(f"c{len(out)}_x{len(members)}", members)
+            out.append(src)
+            args[la] = ()
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
-        out.append(src)
-    return out
+    return out, args
 
 
 def _walk(stmts):
@@ -227,30 +263,33 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = _layout(prog, planned, planned_bytes)
     t = time.perf_counter()
-    bodies, by_launch = [], {}
+    kernels_, by_launch = _Kernels(), {}
     chain_work = options.get("chain_work", chain.default_work(dev))
     tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt)
-    sources = _wrappers(by_launch)
+    steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt)
+    sources, launch_args = _wrappers(by_launch)
     launches = list(by_launch)
+    bodies = kernels_.bodies
     src = render.program([b for b in bodies if not b.whole] + sources)
     stats["render_s"] = time.perf_counter() - t
-    stats["kernels"] = len(bodies)
-    stats["launches"] = len(sources)
+    stats["kernels"] = sum(len(m) for _, m in by_launch.values())
+    stats["distinct_kernels"] = len(bodies)
+    stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
     stats["source_chars"] = len(src)
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
-    _, kern, path = build(ctx, dev, src, [s.name for s in sources] + [philox.SET_KERNEL])
+    prg, kern, path = build(ctx, dev, src, [philox.SET_KERNEL])
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
-    for la in launches:
-        la.kernel = kern[la.name]
     arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
-    for la in launches:
+    for la in launches:             # one kernel object per launch: its own arguments
+        la.kernel = cl.Kernel(prg, la.name)
         la.kernel.set_arg(0, arena)
+        for i, v in enumerate(launch_args[la], 1):
+            la.kernel.set_arg(i, np.int32(v))
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]

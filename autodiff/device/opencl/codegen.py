@@ -17,6 +17,7 @@ both operands are plain affine loads (else a scalar loop); :class:`Reduce` ->
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ...procedural import access as ax
 from ...procedural.access import Expr, Num, Var
@@ -389,6 +390,70 @@ def _unsafe_lanes(values) -> bool:
                for v in values for x in walk_values(v))
 
 
+#: extent given to the Vars standing for arena offsets passed as kernel arguments
+PARAM_EXTENT = 1 << 30
+
+
+class Args:
+    """The arena offsets of a kernel's buffers as kernel arguments.
+
+    Rendering against an ``Args`` instead of a plain ``{name: offset}`` dict makes every
+    buffer's offset a C ``int`` parameter (``p0_``, ``p1_``, ... in first-use order) instead
+    of a literal: kernels of the same structure over different buffers (the layers of a
+    model, the AdamW update of same-shaped parameters) then render to the same source, are
+    built and JIT-compiled once, and differ only in the arguments each launch sets
+    (PoCL compiles a kernel per name and local size at its first launch: 60-400 ms each).
+    Offsets named in ``literal`` (the shared scratch regions) stay literals.
+
+    Mapping interface as used by the renderers: ``args[name]`` (a Var, or the literal),
+    ``name in args``; :meth:`with_` adds a literal entry; :meth:`params` / :meth:`values`
+    give the C declarations and this kernel's argument values.
+    """
+
+    def __init__(self, offsets: dict, literal=()):
+        self.offsets, self.literal = offsets, frozenset(literal)
+        self.names: list[str] = []
+        self.vars: dict = {}
+        self.extra: dict = {}
+
+    def __getitem__(self, name: str):
+        if name in self.extra:
+            return self.extra[name]
+        if name in self.literal:
+            return self.offsets[name]
+        v = self.vars.get(name)
+        if v is None:
+            self.offsets[name]                         # KeyError for an unknown buffer
+            v = self.vars[name] = Var(f"p{len(self.names)}_", PARAM_EXTENT)
+            self.names.append(name)
+        return v
+
+    def __contains__(self, name) -> bool:
+        return name in self.extra or name in self.offsets
+
+    def with_(self, name: str, value: int) -> "Args":
+        """A view recording into the same parameters, with ``name`` at literal ``value``."""
+        view = Args(self.offsets, self.literal)
+        view.names, view.vars, view.extra = self.names, self.vars, {**self.extra, name: value}
+        return view
+
+    def params(self) -> tuple[str, ...]:
+        return tuple(f"const int {self.vars[n].name}" for n in self.names)
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(int(self.offsets[n]) for n in self.names)
+
+
+def _with(offsets, name: str, value: int):
+    """``offsets`` plus ``name -> value`` (a dict or an :class:`Args`)."""
+    return offsets.with_(name, value) if isinstance(offsets, Args) else {**offsets, name: value}
+
+
+def _param_free(e: Expr) -> bool:
+    """Whether ``e`` uses no index variable, only offset parameters."""
+    return all(v.extent == PARAM_EXTENT for v in ax.variables(e))
+
+
 def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
     if isinstance(v, Const) and v.dtype == "float32":
         return K.Ref(0, (0,) * len(vars_), float(v.value))
@@ -399,9 +464,9 @@ def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
     if any(s is None for s in strides):
         return None
     base = ax.simplify(ax.substitute(idx, {x: Num(0) for x in vars_}))
-    if not isinstance(base, Num):
-        return None
-    return K.Ref(base.value, tuple(strides))
+    if isinstance(base, Num):
+        return K.Ref(base.value, tuple(strides))
+    return K.Ref(f"({R.access(base)})", tuple(strides)) if _param_free(base) else None
 
 
 def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
@@ -476,7 +541,7 @@ def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):
     strides = tuple(int(math.prod(shape[i + 1:])) for i in range(len(shape)))
     out = Buffer("__pack", shape, "float32", BufferKind.TEMP)
     k = Elementwise(shape, tuple(vars_), (Output(out, ax.flat(list(vars_), shape), value),))
-    src = elementwise(name, k, {**offsets, out.name: dst}, d, width)
+    src = elementwise(name, k, _with(offsets, out.name, dst), d, width)
     return K.Ref(dst, strides), src
 
 
@@ -625,10 +690,14 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
 
 
 def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
-           target: Target = Target()) -> list[K.Source]:
+           target: Target = Target(), args: bool = False) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
     group renders its single-kernel form; a DotProduct may first pack an operand), rendered
     for ``target`` (vector lanes, matmul tile, reduction form: :mod:`.target`).
+
+    With ``args``, buffer offsets are kernel parameters (:class:`Args`; the scratch
+    regions stay literals): every returned Source declares the same ``params`` and carries
+    their ``args``.
 
     Raises:
         NotImplementedError: a statement or value kind with no renderer.
@@ -638,6 +707,8 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
     fn = RENDERERS.get(type(k))
     if fn is None:
         raise NotImplementedError(f"opencl: no kernel template for {type(k).__name__}")
+    if args:
+        offsets = Args(offsets, literal=(SCRATCH_A, SCRATCH_B))
     if fn is reduce:
         out = reduce(name, k, offsets, d, tree=target.reductions == "tree",
                      width=target.vector)
@@ -647,4 +718,19 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
         out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector)
     else:
         out = fn(name, k, offsets, d)
-    return out if isinstance(out, list) else [out]
+    out = out if isinstance(out, list) else [out]
+    if args and offsets.names:
+        out = [_with_params(s, d, offsets.params(), offsets.values()) for s in out]
+    return out
+
+
+def _with_params(s: K.Source, d: Dialect, params, values) -> K.Source:
+    """``s`` with int ``params`` declared after the arena pointer (every template opens with
+    ``d.signature(name, [arena pointer])``)."""
+    buf = f"{d.whole.pointer() if s.whole else d.pointer()} restrict buf"
+    dd = d.whole if s.whole else d
+    head = dd.signature(s.name, [buf])
+    if head not in s.src:
+        raise AssertionError(f"{s.name}: signature {head!r} not found")
+    src = s.src.replace(head, dd.signature(s.name, [buf] + list(params)), 1)
+    return replace(s, src=src, params=tuple(params), args=tuple(values))

@@ -40,9 +40,10 @@ Epilogue = Callable[[str, int, str, str], str]
 
 @dataclass(frozen=True)
 class Ref:
-    """An operand in the arena: element ``idx`` is at ``offset + sum(idx * strides)`` floats;
-    or, with ``const`` set, every element is that constant (no memory read)."""
-    offset: int
+    """An operand in the arena: element ``idx`` is at ``offset + sum(idx * strides)`` floats
+    (``offset`` an int or a C int expression: a kernel parameter); or, with ``const`` set,
+    every element is that constant (no memory read)."""
+    offset: int | str
     strides: tuple[int, ...]
     const: float | None = None
 
@@ -56,13 +57,16 @@ class Source:
 
     ``whole``: the source is a complete kernel that shares work between the work-items of
     a work-group (local memory, barriers), never a body to wrap or chain
-    (:mod:`.chain`)."""
+    (:mod:`.chain`). ``params``: C declarations of the int parameters after ``buf`` (arena
+    offsets, see :class:`.codegen.Args`) and ``args`` their values for this launch."""
     name: str
     src: str
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
     flops: int = 0
     whole: bool = False
+    params: tuple[str, ...] = ()
+    args: tuple[int, ...] = ()
 
 
 def _cdiv(a: int, b: int) -> int:
