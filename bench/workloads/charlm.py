@@ -124,6 +124,7 @@ def run(device: str, steps: int | None) -> Outcome:
 
     mod = example()
     stamps: list[float] = []
+    cpu: list[float] = []
     reports: list = []
     models: list = []
     made: list = []                   # Receivers created by the body being traced
@@ -140,6 +141,7 @@ def run(device: str, steps: int | None) -> Outcome:
             out = fn(*arrays)
             if mark["stamp"]:
                 stamps.append(time.perf_counter() - t0[0])
+                cpu.append(time.process_time())
             return out
         made.append(mark)
         return orig_recv(timed, tensors, name)
@@ -197,7 +199,7 @@ def run(device: str, steps: int | None) -> Outcome:
         stats.update(times=dict(r.times), nodes=dict(r.nodes), device_stats=jsonable(r.stats))
     params = {k: np.asarray(v, np.float32) for k, v in models[-1].state_dict().items()} \
         if models else {}
-    return Outcome(stamps[0], total, stamps, None, params, stats)
+    return Outcome(stamps[0], total, stamps, None, params, stats, cpu=cpu)
 
 
 def run_peer(framework: str, mode: str, steps: int | None) -> Outcome:

@@ -94,9 +94,11 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
     if mode == "jit":
         f = jax.jit(step, donate_argnums=0)
         stamps: list[float] = []
+        cpu: list[float] = []
         for i in range(steps):
             state = jax.block_until_ready(f(state, i))
             stamps.append(time.perf_counter() - t0)
+            cpu.append(time.process_time())
         first, loop_s = stamps[0], None
     elif mode == "fori":
         def loop(state):
@@ -106,7 +108,7 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
         t_compiled = time.perf_counter() - t0
         state = jax.block_until_ready(compiled(state))
         first_loop_s = time.perf_counter() - t0 - t_compiled
-        first, stamps = t_compiled + first_loop_s / steps, None
+        first, stamps, cpu = t_compiled + first_loop_s / steps, None, None
         stats.update(compile_s=t_compiled, first_loop_s=first_loop_s)
     else:
         raise ValueError(f"jax mode must be 'jit' or 'fori', got {mode!r}")
@@ -117,7 +119,9 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
     total = time.perf_counter() - t0
     if mode == "fori":
         again = start()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         jax.block_until_ready(compiled(again))
         loop_s = time.perf_counter() - t
-    return Outcome(first, total, stamps, loop_s, final, stats)
+        cpu_loop = time.process_time() - c
+    return Outcome(first, total, stamps, loop_s, final, stats, cpu=cpu,
+                   cpu_loop_s=cpu_loop if mode == "fori" else None)

@@ -66,11 +66,13 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
     opt = torch.optim.AdamW(net.parameters(), lr=charlm.LR, weight_decay=charlm.WD)
     windows = torch.from_numpy(s.train.astype(np.int64))
     stamps: list[float] = []
+    cpu: list[float] = []
     for i in range(steps):
         opt.zero_grad(set_to_none=True)
         loss_fn(windows[i, :, :-1], windows[i, :, 1:]).backward()
         opt.step()
         stamps.append(time.perf_counter() - t0)
+        cpu.append(time.process_time())
     net.eval()
     with torch.no_grad():
         val = torch.from_numpy(s.val.astype(np.int64))
@@ -79,4 +81,4 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
     total = time.perf_counter() - t0
     return Outcome(stamps[0], total, stamps, None, final,
                    {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "val_loss": val_loss})
+                    "val_loss": val_loss}, cpu=cpu)

@@ -232,7 +232,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
-            (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us));
+            (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us)) and
+            matmul flops per launch (``["kernel_flops"]``: name -> flops);
             ``fuse=False`` skips fusion; ``chain_work`` (flops or points) is the largest
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
@@ -291,6 +292,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         for i, v in enumerate(launch_args[la], 1):
             la.kernel.set_arg(i, np.int32(v))
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
+    if options.get("profile"):
+        stats["kernel_flops"] = {la.name: sum(m.flops for m in by_launch[la][1])
+                                 for la in launches}
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
     outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)

@@ -486,21 +486,33 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
     a = _affine_ref(vals, va, bv + [mv, k.k])
     b = _affine_ref(vals, vb, bv + [k.k, nv])
     pre = []
-    if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS:
-        b = None          # B runs along K: packing it (a transpose) beats the dot form
-    if Kd and (a is None or b is None) and SCRATCH_A in offsets:
-        # an operand that is not a strided array (head split/merge views, computed
-        # prologues): pack it densely into scratch first, then run the tile kernel
-        if a is None:
-            a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A], offsets, d,
-                           len(bv), width)
-            pre.append(src)
-        if b is None:
-            b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d,
-                           len(bv), width)
-            pre.append(src)
-    if a is None or b is None or Kd == 0:
-        return [_dot_scalar(name, k, offsets, d)]
+    consts = any(r is not None and r.const is not None for r in (a, b))
+    if not batch and not consts and SCRATCH_A in offsets and Kd >= PANEL_MIN_K and \
+            2 * M * N * Kd >= PANEL_MIN_FLOPS:
+        if a is None or a.strides[-1] != 1:      # A not contiguous along K: panels
+            pre.append(_pack_panel(name + "_pa", va, a, False, mv, k.k, M, Kd,
+                                   K.panel_rows(tile, M), offsets[SCRATCH_A], offsets, d,
+                                   width))
+            a = K.Ref(offsets[SCRATCH_A], (0, 0), panel=True)
+        pre.append(_pack_panel(name + "_pb", vb, b, True, nv, k.k, N, Kd, K.TN,
+                               offsets[SCRATCH_B], offsets, d, width))
+        b = K.Ref(offsets[SCRATCH_B], (0, 0), panel=True)
+    else:
+        if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS:
+            b = None      # B runs along K: packing it (a transpose) beats the dot form
+        if Kd and (a is None or b is None) and SCRATCH_A in offsets:
+            # an operand that is not a strided array (head split/merge views, computed
+            # prologues): pack it densely into scratch first, then run the tile kernel
+            if a is None:
+                a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A],
+                               offsets, d, len(bv), width)
+                pre.append(src)
+            if b is None:
+                b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B],
+                               offsets, d, len(bv), width)
+                pre.append(src)
+        if a is None or b is None or Kd == 0:
+            return [_dot_scalar(name, k, offsets, d)]
     bi = Var("bi", max(math.prod(batch), 1))
     benv = _flat_env(bv, batch, bi) if batch else {}
     row, col = Var("rr", M), Var("n0", N)
@@ -520,12 +532,44 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
 #: offsets keys of the two scratch regions operands are packed into
 SCRATCH_A, SCRATCH_B = "__scratch_a", "__scratch_b"
 
+#: a DotProduct without batch dims packs B (and A when A is not contiguous along K) into
+#: register-tile panels (:func:`.kernels.panel_rows`) when it has at least this many flops
+#: and this long a K: a streaming pass over the operand buys 1.3-2x in the tile loop
+PANEL_MIN_FLOPS = 1 << 22
+PANEL_MIN_K = 32
+
 
 def pack_sizes(k: DotProduct) -> tuple[int, int]:
-    """Floats of the A and B operand spaces of a DotProduct (scratch needed to pack them)."""
+    """Floats of scratch needed to pack the A and B operands of a DotProduct (row-major,
+    or in panels padded to 8 rows and 16 columns)."""
     *batch, M, N = k.shape
-    B = math.prod(batch)
-    return B * M * k.k.extent, B * k.k.extent * N
+    B, Kd = math.prod(batch), k.k.extent
+    return B * (M + 8) * Kd, B * Kd * (N + 16)
+
+
+def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets, d,
+                width) -> K.Source:
+    """A kernel packing operand ``value`` (A, or B when ``is_b``; over the row-or-column
+    var ``rv`` of extent ``R_`` and the contraction var ``kv``) into panels
+    ``[ceil(R_/rows)][Kd][rows]`` at ``dst``: :func:`.kernels.pack_panels` when the operand
+    is a strided array ``ref``, else an elementwise kernel, zeros past ``R_``."""
+    if ref is not None:
+        st = ref.strides[-2:]
+        view = K.Ref(ref.offset, (st[1], st[0]) if is_b else st)
+        return K.pack_panels(name, R_, Kd, view, rows, dst, d)
+    from ...fusion.group import subst_value
+    T, I, Kq = Var("T", K._cdiv(R_, rows)), Var("I", rows), Var("Kq", Kd)
+    r = T * rows + I
+    v = subst_value(value, {rv: ax.simplify(r), kv: Kq})
+    if R_ % rows:
+        v = Select(ax.simplify(ax.Lt(r, Num(R_))), v, Const(0.0))
+    along_k = all(affine_stride(ld.index, kv) == 1 for ld in _loads_of(value)
+                  if kv in ax.variables(ld.index))
+    vars_ = (T, I, Kq) if along_k else (T, Kq, I)
+    out = Buffer("__panel", (T.extent, Kd, rows), "float32", BufferKind.TEMP)
+    idx = ax.flat([T, Kq, I], (T.extent, Kd, rows))
+    k = Elementwise(tuple(x.extent for x in vars_), vars_, (Output(out, idx, v),))
+    return elementwise(name, k, _with(offsets, out.name, dst), d, width)
 
 
 def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):
