@@ -40,7 +40,7 @@ LAYOUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
 AVX2 = (6, 8, 2)           # the register tile of 8-float vector registers (target.TILES)
 MM_CASES = [(M, N, Kd, ta, tb, ()) for M, N, Kd in MM_SHAPES for ta, tb in LAYOUTS] + \
            [(5, 21, 18, 0, tb, (2, 3)) for tb in (0, 1)] + \
-           [(M, N, Kd, ta, 0, (), AVX2) for M, N, Kd in MM_SHAPES + [(13, 50, 9)]
+           [(M, N, Kd, ta, 0, (), AVX2) for M, N, Kd in MM_SHAPES + [(13, 50, 9), (9, 24, 7)]
             for ta in (0, 1)] + [(5, 21, 18, 0, 0, (2, 3), AVX2)]
 
 

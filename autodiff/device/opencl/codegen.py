@@ -515,13 +515,14 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
             return [_dot_scalar(name, k, offsets, d)]
     bi = Var("bi", max(math.prod(batch), 1))
     benv = _flat_env(bv, batch, bi) if batch else {}
-    row, col = Var("rr", M), Var("n0", N)
-    hv = Values(offsets, {**benv, mv: row, nv: col})
+    row = Var("rr", M)
+    hv = Values(offsets, {**benv, mv: row, nv: Var("n0", N)})
     prelude = hv.hoist([o.value for o in k.outs], allowed={"bi"})
 
     def store(acc, w, rexpr, cexpr):
+        col = Var(cexpr, N)
         vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted)
-        body = _stores(vs, k.outs, w, col, None if N % w == 0 else N)
+        body = _stores(vs, k.outs, w, col, None if N % K.TN == 0 else N)
         lanes = [] if all(vs.vectorizable(o.value, col) for o in k.outs) else \
             lane_decls(col, w)
         return [f"{{ const int rr = {rexpr};"] + lanes + body + ["}"]
