@@ -71,10 +71,38 @@ class Values:
     """
 
     def __init__(self, offsets: dict, env: dict, acc: str = "acc",
-                 hoisted: dict | None = None):
+                 hoisted: dict | None = None, align: int = 0):
         self.offsets, self.env, self.acc = offsets, env, acc
         self.locals: dict = {}     # id(buffer) -> C name of an output computed earlier
         self.hoisted = {} if hoisted is None else hoisted   # id(Value) -> C name (hoist)
+        self.align = align         # the vector variable is a multiple of it (0: unknown)
+        self._strides: dict = {}
+
+    def stride(self, idx: Expr, vec: Var) -> int | None:
+        """How ``idx`` (C-level) moves from lane to lane of a vector along ``vec``: 0 or 1
+        (one broadcast or one ``vload``), else None (lane by lane).
+
+        Beyond :func:`affine_stride`: when ``vec`` is always a multiple of the vector width
+        ``align`` (and the extent too, so no lane passes it), an index that is not affine
+        can still be contiguous within each aligned vector: the heads of a split
+        ``[..., H, 32]`` view read 8 lanes ``(c // 32) * 2048 + c % 32`` with ``c % 8 == 0``
+        contiguously."""
+        st = affine_stride(idx, vec)
+        if st is not None or not self.align or vec not in ax.variables(idx):
+            return st
+        key = (idx, vec)
+        if key not in self._strides:
+            w = self.align
+            q = Var(vec.name + "_q", max(vec.extent // w, 1))
+            base = ax.simplify(ax.substitute(idx, {vec: q * w}))
+            diffs = [ax.simplify(ax.substitute(idx, {vec: q * w + j}) - base)
+                     for j in range(1, w)]
+            st = None
+            if all(isinstance(d, Num) for d in diffs):
+                got = [d.value for d in diffs]
+                st = 1 if got == list(range(1, w)) else 0 if not any(got) else None
+            self._strides[key] = st
+        return self._strides[key]
 
     def hoist(self, values, allowed=frozenset()) -> list[str]:
         """Declare once the largest subexpressions of ``values`` that do not change from
@@ -160,10 +188,10 @@ class Values:
         """Whether every load of ``v`` moves by 0 or 1 along ``vec`` (and no Select
         condition depends on it, and no random draw is in it)."""
         if isinstance(v, Load):
-            return affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
+            return self.stride(self.index(v.buffer, v.index), vec) in (0, 1)
         if isinstance(v, Select):
             cond = ax.simplify(ax.substitute(v.cond, self.env))
-            return vec not in ax.variables(cond) and all(
+            return self.stride(cond, vec) == 0 and all(
                 self.vectorizable(x, vec) for x in (v.a, v.b))
         if isinstance(v, Apply):
             if v.dtype != "float32" and v.op in _LANE_INT_OPS:
@@ -193,7 +221,7 @@ class Values:
         if isinstance(v, Load):
             idx = self.index(v.buffer, v.index)
             s = R.access(idx)
-            if affine_stride(idx, vec) == 0:
+            if self.stride(idx, vec) == 0:
                 x = R.load(s, v.buffer.dtype)
                 return f"(({R.vt(w, 'int' if v.buffer.dtype == 'int32' else 'float')})({x}))"
             x = f"vload{w}(0, buf + {s})"
@@ -285,7 +313,7 @@ def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
         idx = vals.index(o.buffer, o.index)
         if w == 1:
             stores.append(f"buf[{R.access(idx)}] = {R.store_value(f'o{n}', dt)};")
-        elif affine_stride(idx, vec) == 1:
+        elif vals.stride(idx, vec) == 1:
             v = f"as_float{w}(o{n})" if dt == "int32" else f"o{n}"
             stores += K.store_lanes(v, w, f"(buf + {R.access(idx)})", vec.name, ncols)
         else:
@@ -367,7 +395,7 @@ def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect = OPENCL,
     if w > 1 and _unsafe_lanes(k.values()):
         w = 1
     n, chunks, vec, env = vector_space(k.vars, idx, w)
-    vals = Values(offsets, env)
+    vals = Values(offsets, env, align=w if vec is not None and vec.extent % w == 0 else 0)
     head = vals.hoist(k.values())
     if vec is not None and not all(vals.vectorizable(v, vec) for v in k.values()):
         head += lane_decls(vec, w)
@@ -520,8 +548,9 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
     prelude = hv.hoist([o.value for o in k.outs], allowed={"bi"})
 
     def store(acc, w, rexpr, cexpr):
-        col = Var(cexpr, N)
-        vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted)
+        col = Var(cexpr, N)            # a multiple of w: n0 = 16 g0 (+ 8 for a half)
+        vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted,
+                    align=w if N % K.TN == 0 else 0)
         body = _stores(vs, k.outs, w, col, None if N % K.TN == 0 else N)
         lanes = [] if all(vs.vectorizable(o.value, col) for o in k.outs) else \
             lane_decls(col, w)
@@ -553,7 +582,8 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
     """A kernel packing operand ``value`` (A, or B when ``is_b``; over the row-or-column
     var ``rv`` of extent ``R_`` and the contraction var ``kv``) into panels
     ``[ceil(R_/rows)][Kd][rows]`` at ``dst``: :func:`.kernels.pack_panels` when the operand
-    is a strided array ``ref``, else an elementwise kernel, zeros past ``R_``."""
+    is a strided array ``ref``, else an elementwise kernel (vectors along K, or along the
+    panel rows when the operand is contiguous along them), zeros past ``R_``."""
     if ref is not None:
         st = ref.strides[-2:]
         view = K.Ref(ref.offset, (st[1], st[0]) if is_b else st)
@@ -564,9 +594,8 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
     v = subst_value(value, {rv: ax.simplify(r), kv: Kq})
     if R_ % rows:
         v = Select(ax.simplify(ax.Lt(r, Num(R_))), v, Const(0.0))
-    along_k = all(affine_stride(ld.index, kv) == 1 for ld in _loads_of(value)
-                  if kv in ax.variables(ld.index))
-    vars_ = (T, I, Kq) if along_k else (T, Kq, I)
+    along_r = any(affine_stride(ld.index, rv) == 1 for ld in _loads_of(value))
+    vars_ = (T, Kq, I) if along_r else (T, I, Kq)     # vectors along K unless A^T-like
     out = Buffer("__panel", (T.extent, Kd, rows), "float32", BufferKind.TEMP)
     idx = ax.flat([T, Kq, I], (T.extent, Kd, rows))
     k = Elementwise(tuple(x.extent for x in vars_), vars_, (Output(out, idx, v),))
@@ -664,9 +693,9 @@ def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source 
         return None
     n, chunks, vec, kenv = vector_space(k.kept, idx, w, ("r", "c"))
     env = {**kenv, **renv}
-    vals = Values(offsets, env)
+    vals = Values(offsets, env, align=w if vec.extent % w == 0 else 0)
     if not vals.vectorizable(k.src, vec) or not any(
-            affine_stride(vals.index(ld.buffer, ld.index), vec) == 1
+            vals.stride(vals.index(ld.buffer, ld.index), vec) == 1
             for ld in _loads_of(k.src)):
         return None
     head = vals.hoist([k.src] + [o.value for o in k.outs])
@@ -682,8 +711,8 @@ def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source 
           f"  for (int j = 0; j < {j.extent}; j++) {{",
           f"    const {vt} v = {vals.vector(k.src, vec, w)};",
           f"    acc = {comb('acc', 'v')};", "  }"]
-    L += [f"  {s}" for s in _stores(Values(offsets, env, "acc", vals.hoisted), k.outs, w,
-                                    vec, ncols)]
+    L += [f"  {s}" for s in _stores(Values(offsets, env, "acc", vals.hoisted, vals.align),
+                                    k.outs, w, vec, ncols)]
     L.append("}")
     local = 1                   # at least 4 work-groups (cores), at most 16 work-items each
     while local < 16 and local * 8 <= n:
