@@ -594,7 +594,8 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
     v = subst_value(value, {rv: ax.simplify(r), kv: Kq})
     if R_ % rows:
         v = Select(ax.simplify(ax.Lt(r, Num(R_))), v, Const(0.0))
-    along_r = any(affine_stride(ld.index, rv) == 1 for ld in _loads_of(value))
+    probe = Values({}, {}, align=8 if rv.extent % 8 == 0 else 0)
+    along_r = any(probe.stride(ld.index, rv) == 1 for ld in _loads_of(value))
     vars_ = (T, Kq, I) if along_r else (T, I, Kq)     # vectors along K unless A^T-like
     out = Buffer("__panel", (T.extent, Kd, rows), "float32", BufferKind.TEMP)
     idx = ax.flat([T, Kq, I], (T.extent, Kd, rows))
