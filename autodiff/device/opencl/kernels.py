@@ -291,10 +291,10 @@ def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
 
     ``x`` holds the operand as ``R`` x ``K`` (strides: along R, along K): A's rows with
     ``rows`` = the tile's rows, or B's columns (``x`` = B^T's view) with ``rows`` = 16.
-    One work-item per panel and chunk of 16 along K; the operand is read 16 wide along
-    whichever axis it is contiguous (``vload16``), or element by element; indices past
-    ``R`` are clamped (those panel rows feed tile rows or columns that are never stored),
-    past ``K`` not written.
+    One work-item per panel and chunk of 16 along K, reading the operand in vectors along
+    whichever axis it is contiguous (element by element when neither); rows past ``R``
+    read the floats after the operand's last row or are clamped to it: they feed tile rows
+    or columns that are never stored. Nothing past ``K`` is written.
     """
     sr, sk = x.strides
     nt, nk = _cdiv(R, rows), _cdiv(K, 16)
@@ -303,33 +303,29 @@ def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
          f"  const int g_ = {d.index('global', 0)};", f"  if (g_ >= {nt * nk}) return;",
          f"  const int t = g_ / {nk}, k0 = (g_ % {nk}) * 16;",
          f"  {d.pointer()} P = buf + {dst} + t*{K * rows} + k0*{rows};"]
-    row = lambda i: f"min(t*{rows}+{i}, {R - 1})"
-    tail = K % 16
+    # loops with vector bodies, not fully unrolled copies: PoCL's compile time grows with
+    # the code (an unrolled 16x16 transpose of float16 lanes took 300 ms to JIT)
+    L.append(f"  const int kn = min(16, {K} - k0);")
     lanes = "0123456789abcdef"
-
-    def at(kk, line):
-        return f"  if (k0+{kk} < {K}) {line}" if tail and kk >= tail else f"  {line}"
-    if sr == 1 and rows == 16:            # B row-major along N: one vector per k
-        L += [at(kk, f"vstore16(vload16(0, {X} + (k0+{kk})*{sk} + t*16), 0, P + {kk * 16});")
+    if sr == 1:                           # contiguous along the panel: a row per k
+        L += ["  for (int kk = 0; kk < kn; kk++) {",
+              f"    {d.pointer(const=True)} src = {X} + (k0+kk)*{sk} + t*{rows};"]
+        at = 0
+        for w in (16, 8, 4, 2, 1):        # rows past R read the next floats (never stored)
+            while rows - at >= w:
+                L.append(f"    vstore{w}(vload{w}(0, src + {at}), 0, P + kk*{rows} + {at});"
+                         if w > 1 else f"    P[kk*{rows} + {at}] = src[{at}];")
+                at += w
+        L.append("  }")
+    elif sk == 1:                         # contiguous along K: 16 k per row load
+        L += [f"  for (int i = 0; i < {rows}; i++) {{",
+              f"    const float16 r = vload16(0, {X} + min(t*{rows}+i, {R - 1})*{sr} + k0);"]
+        L += [f"    {'' if kk == 0 else f'if ({kk} < kn) '}P[{kk * rows} + i] = r.s{lanes[kk]};"
               for kk in range(16)]
-    elif sk == 1 and rows == 16:          # B = W^T, contiguous along K: a 16x16 transpose
-        L += [f"  const float16 r{j} = vload16(0, {X} + {row(j)}*{sr} + k0);"
-              for j in range(16)]
-        L += [at(kk, "vstore16((float16)(" + ", ".join(f"r{j}.s{lanes[kk]}" for j in range(16))
-                 + f"), 0, P + {kk * 16});") for kk in range(16)]
-    elif sr == 1:                         # A^T, contiguous along M: rows of the panel
-        for kk in range(16):
-            src = f"{X} + min(k0+{kk}, {K - 1})*{sk} + t*{rows}"
-            at_ = 0
-            for w in (8, 4, 2, 1):        # rows past R read the next floats (never stored)
-                while rows - at_ >= w:
-                    v = f"vload{w}(0, {src} + {at_})" if w > 1 else f"({src})[{at_}]"
-                    L.append(at(kk, f"vstore{w}({v}, 0, P + {kk * rows + at_});" if w > 1
-                                else f"P[{kk * rows + at_}] = {v};"))
-                    at_ += w
-    else:                                 # neither: element by element
-        L += [at(kk, f"P[{kk * rows + i}] = {X}[{row(i)}*{sr} + (k0+{kk})*{sk}];")
-              for kk in range(16) for i in range(rows)]
+        L.append("  }")
+    else:                                 # element by element
+        L += ["  for (int kk = 0; kk < kn; kk++)", f"    for (int i = 0; i < {rows}; i++)",
+              f"      P[kk*{rows} + i] = {X}[min(t*{rows}+i, {R - 1})*{sr} + (k0+kk)*{sk}];"]
     L.append("}")
     n = nt * nk
     local = 16 if n >= 64 else 1
