@@ -4,14 +4,23 @@ Pipeline (one package per stage): graph -> opt -> procedural -> fusion -> alloc 
 """
 from __future__ import annotations
 
-from .errors import FeederError, ReceiverError, ShapeError
+import numpy as np
+
+from .errors import DimError, DTypeError, FeederError, ReceiverError, ShapeError
 from .graph import Feeder, Receiver, Tensor, ir_for, no_grad, to_networkx
+from .graph.control import checkpoint, ir_if, ir_while, scan
+from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)
 from .graph.trace import TRACER
+from .graph import dtypes as _dtypes
+from .graph.dtypes import (DType as dtype, bfloat16, can_cast, float16, float32, int32, int64,
+                           promote_types, result_type)
 from .runtime import Report, execute, print_graph
 
-cat = concat
+cat = concatenate = concat
+arange, linspace, eye, empty, rand, meshgrid = (Tensor.arange, Tensor.linspace, Tensor.eye,
+                                                Tensor.empty, Tensor.rand, Tensor.meshgrid)
 
 
 def reset() -> None:
@@ -27,13 +36,69 @@ def _fn(name):
     return f
 
 
-for _name in ("exp", "log", "exp2", "log2", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
-              "tanh", "sigmoid", "relu", "abs", "erf", "sign", "sum", "mean", "amax", "amin",
-              "maximum", "minimum", "reshape", "permute", "transpose", "softmax",
-              "log_softmax", "clamp", "square", "var"):
+#: ``torch.<name>(x, ...)`` functions that are ``x.<name>(...)``
+METHOD_FUNCTIONS = (
+    # elementwise
+    "exp", "log", "exp2", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal",
+    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "arcsin", "arccos", "arctan",
+    "arctan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
+    "arctanh", "sigmoid", "relu", "abs", "absolute", "erf", "sign", "sgn", "neg", "negative",
+    "square", "floor", "ceil", "round", "trunc", "fix", "frac", "clamp", "clip", "clamp_min",
+    "clamp_max", "maximum", "minimum", "fmax", "fmin", "fmod", "remainder", "copysign",
+    "hypot", "lerp", "logaddexp", "logaddexp2", "xlogy", "isnan", "isinf", "isposinf",
+    "isneginf", "isfinite", "nan_to_num", "isclose",
+    # reductions and scans
+    "sum", "mean", "var", "std", "var_mean", "std_mean", "prod", "amax", "amin", "max", "min",
+    "argmax", "argmin", "logsumexp", "any", "all", "norm", "count_nonzero", "softmax",
+    "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
+    "argsort", "msort", "topk",
+    # movement
+    "reshape", "flatten", "unflatten", "permute", "transpose", "swapaxes", "swapdims",
+    "movedim", "moveaxis", "t", "broadcast_to", "squeeze", "unsqueeze", "narrow", "flip",
+    "fliplr", "flipud", "roll", "tile", "repeat_interleave", "split", "chunk", "unbind",
+    "diagonal", "diag", "diag_embed", "tril", "triu",
+    # indexing
+    "index_select", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce",
+    "index_add", "masked_fill",
+    # creation from a tensor
+    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+)
+for _name in METHOD_FUNCTIONS:
     globals()[_name] = _fn(_name)
 
-__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "execute", "print_graph", "no_grad",
-           "ShapeError", "FeederError", "ReceiverError", "Report", "concat", "cat", "stack",
-           "where", "matmul", "zeros", "ones", "full", "randn", "uniform", "tensor",
-           "manual_seed", "to_networkx", "reset"]
+def is_floating_point(x) -> bool:
+    """``torch.is_floating_point``: whether tensor ``x`` has a floating dtype."""
+    return x.is_floating_point()
+
+
+def get_default_dtype():
+    """The dtype Python floats and float data become: always ``autodiff.float32``."""
+    return float32
+
+
+def finfo(dt):
+    """``torch.finfo``: machine limits of a floating dtype (numpy's / ml_dtypes' finfo:
+    ``eps``, ``max``, ``min``, ``tiny``, ``bits``...)."""
+    import ml_dtypes
+    return ml_dtypes.finfo(_dtypes.host(_dtypes.get(dt)))
+
+
+def iinfo(dt):
+    """``torch.iinfo``: limits of an integer dtype, as PyTorch gives them (int64: 64-bit,
+    although its values must fit the int32 storage to enter a program)."""
+    return np.iinfo(_dtypes.host(_dtypes.get(dt)))
+
+
+# torch's dtype names; ``bool``, ``float``, ``int`` shadow the builtins only as attributes
+globals().update({"bool": _dtypes.bool_, "float": float32, "int": int32, "long": int64,
+                  "half": float16})
+
+__all__ = ["Tensor", "Feeder", "Receiver", "ir_for", "ir_if", "ir_while", "scan", "checkpoint",
+           "execute", "print_graph", "no_grad",
+           "ShapeError", "DimError", "DTypeError", "FeederError", "ReceiverError", "Report",
+           "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
+           "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
+           "linspace", "eye", "empty", "rand", "meshgrid", "einsum", *METHOD_FUNCTIONS,
+           "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
+           "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",
+           "get_default_dtype", "finfo", "iinfo"]

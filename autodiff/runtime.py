@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import device as devices
+from .graph import dtypes
 from .graph.ir import Graph, Op, Variable
 from .graph.printer import format_graph
 from .graph.trace import TRACER
@@ -62,6 +63,34 @@ DEVICE_ENV = "AUTODIFF_DEVICE"
 DEFAULT_DEVICE = "opencl"
 
 
+#: the options each stage accepts, by stage: ``execute()`` checks every option it gets
+#: against ``"execute"``, the graph passes (``"opt"``) and the chosen device before
+#: anything runs, and raises ``TypeError`` for any other. A stage that takes a new option
+#: lists it here (tests/reliability checks the entry points' keywords against it).
+OPTIONS: dict[str, frozenset] = {
+    "execute": frozenset(),
+    "opt": frozenset({"fast_math", "passes", "prefer_exp2"}),
+    "numpy": frozenset({"ir", "fuse", "offsets", "by_member", "plan", "alignment", "debug"}),
+    "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
+                         "vector", "tile"}),
+    "tvm": frozenset({"target", "tune", "export", "trials", "steps_per_call"}),
+}
+
+
+def check_options(device: str, options: dict) -> None:
+    """Raise ``TypeError`` naming every option of ``options`` that neither ``execute()``,
+    the graph passes nor ``device`` accepts, and the options that are known."""
+    known = OPTIONS["execute"] | OPTIONS["opt"] | OPTIONS.get(device, frozenset())
+    bad = sorted(set(options) - known)
+    if not bad:
+        return
+    name = bad[0]
+    others = [d for d, opts in OPTIONS.items() if name in opts and d != device]
+    where = f"; {name!r} is an option of the {others[0]} device" if others else ""
+    raise TypeError(f"execute() got unknown option(s) {', '.join(map(repr, bad))} for device "
+                    f"{device!r}{where}; known options: {', '.join(sorted(known))}")
+
+
 def default_device() -> str:
     """``$AUTODIFF_DEVICE`` if set, else :data:`DEFAULT_DEVICE` (``"opencl"``). There is no
     silent fallback: without an OpenCL platform, ``execute()`` raises and names the install
@@ -83,7 +112,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
             ``"opencl"``).
         verbose: print the report (phase times in seconds, node counts).
         optimize_graph: run the graph passes first.
-        options: passed to the passes and the backend.
+        options: passed to the passes and the backend; each must be one the passes or
+            ``device`` accepts (:data:`OPTIONS`).
 
     Returns:
         A :class:`Report`.
@@ -92,12 +122,15 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         FeederError, ReceiverError: a host callback failed; variables keep the values of
             the last completed iteration.
         ValueError: unknown device.
+        TypeError: an option no stage accepts (before anything runs; names the option and
+            the known ones).
         OpenCLUnavailable: the opencl device without an OpenCL platform (the message names
             the install command); the traced program stays pending for another call.
     """
     t_start = time.perf_counter()
     device = device or default_device()
     backend = devices.get(device)
+    check_options(device, options)
     if hasattr(backend, "require"):
         backend.require(**options)      # before the traced program is consumed
     tensors = [t for t in list(TRACER.outputs)
@@ -111,7 +144,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     t1 = time.perf_counter()
     exe = backend.compile(opt_graph, report=report, **options)
     t2 = time.perf_counter()
-    store = {v: v.value for v in _variables(opt_graph)}
+    # devices hold every value in its storage dtype (int64 as int32)
+    store = {v: dtypes.to_storage(v.value, v.dtype) for v in _variables(opt_graph)}
     TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
     try:
         exe.run(store)
@@ -119,7 +153,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         for var, value in store.items():
             var.value = np.array(value, dtype=var.value.dtype, copy=True)
     for t, node in zip(tensors, opt_graph.outputs):
-        t._var = Variable(np.array(exe.vals[node.id], copy=True), t.name)
+        t._var = Variable(np.array(exe.vals[node.id], dtype=dtypes.host(node.dtype), copy=True),
+                          t.name)
         t._var.owner = weakref.ref(t)
         t._node, t._scope, t.requires_grad = None, None, False
     t3 = time.perf_counter()

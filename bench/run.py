@@ -37,7 +37,7 @@ SEED = 0
 
 #: (workload, system) pairs left out under --quick, with the reason shown in the table.
 QUICK_SKIP = {(w, "torch.compile"): "skipped (--quick): torch.compile takes 15-40 s"
-              for w in ("tiny_transformer", "transformer", "digits", "charlm")}
+              for w in ("tiny_transformer", "transformer", "digits", "charlm", "cnn")}
 
 #: Under --quick, a pair running longer than this is cut (seconds).
 QUICK_BUDGET_S = 30

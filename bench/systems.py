@@ -38,6 +38,11 @@ class System:
 PEERS = (System("torch-eager", "torch", "eager"), System("torch.compile", "torch", "compile"),
          System("jax-jit", "jax", "jit"), System("jax-fori", "jax", "fori"))
 
+#: The peers of ``autodiff:cuda`` on the GPU (modes ending in ``-cuda``); like it, they run
+#: only where a GPU is usable and are reported as missing, with the reason, elsewhere.
+GPU_PEERS = (System("torch-eager:cuda", "torch", "eager-cuda"),
+             System("jax-jit:cuda", "jax", "jit-cuda"))
+
 
 #: Extra autodiff configurations after the plain devices: the TVM device with its
 #: matmul kernels tuned by meta_schedule (records kept in the tuning database under the
@@ -51,7 +56,25 @@ def systems() -> list[System]:
     then the peers."""
     from autodiff.device import DEVICES
     return [System(f"autodiff:{d}", "autodiff", d) for d in DEVICES] + \
-        [v for v in VARIANTS if v.mode in DEVICES] + list(PEERS)
+        [v for v in VARIANTS if v.mode in DEVICES] + list(PEERS) + list(GPU_PEERS)
+
+
+def gpu_missing(framework: str) -> str | None:
+    """Why ``framework`` (``"autodiff"``, ``"torch"``, ``"jax"``) cannot use a GPU here, or
+    None."""
+    try:
+        if framework == "autodiff":
+            from autodiff.device.cuda.driver import missing as why
+            return why()
+        if framework == "torch":
+            import torch
+            return None if torch.cuda.is_available() else \
+                f"torch {torch.__version__} sees no CUDA GPU"
+        import jax
+        return None if any(d.platform == "gpu" for d in jax.devices()) else \
+            "jax sees no GPU (needs jax[cuda] and a GPU)"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
 
 
 def missing(system: System) -> str | None:
@@ -61,6 +84,9 @@ def missing(system: System) -> str | None:
     """
     if system.peer and importlib.util.find_spec(system.framework) is None:
         return f"{system.framework} not installed (pip install -e '.[bench]')"
+    if system.mode == "cuda" or system.mode.endswith("-cuda"):
+        why = gpu_missing(system.framework)
+        return f"no GPU here: {why}" if why else None
     return None
 
 

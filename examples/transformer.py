@@ -4,11 +4,17 @@ The corpus is ``pydoc_data.topics`` (the text of ``help("topics")``, shipped wit
 CPython: 79 topics, ~465 thousand characters, 103 distinct). The whole training loop --
 random [B, T] windows fed by int32 Feeders, token + learned position embeddings, N
 pre-norm ``TransformerEncoderLayer``s with a causal mask, a final ``LayerNorm`` and a
-``Linear`` to logits, cross-entropy, AdamW -- is traced once with ``ir_for`` and compiled.
-Validation loss and greedy generation are two more small traced programs (eval mode).
+``Linear`` to logits, cross-entropy, AdamW with a linear warmup then cosine decay of the
+learning rate (``SequentialLR``: the rate is a device value the loop updates) and
+gradient-norm clipping -- is traced once with ``ir_for`` and compiled. Every
+``--eval-every`` steps the loop also computes the validation loss, inside the compiled
+program: one ``ir_if`` on the step index, whose branch (taken on the device every N-th step
+only) scans the validation windows kept on the device. Validation loss before and after
+training and greedy generation are two more small traced programs (eval mode).
 
     python examples/transformer.py [--device numpy] [--steps 300] [--layers 2]
         [--d-model 128] [--batch 16] [--seq 64] [--seed 0] [--plot transformer_loss.png]
+        [--warmup 30] [--clip 1.0] [--schedule cosine|constant] [--eval-every 100]
 """
 from __future__ import annotations
 
@@ -21,7 +27,9 @@ import numpy as np
 
 import autodiff as ad
 from autodiff import nn
+from autodiff.nn.utils import clip_grad_norm_
 from autodiff.optim import AdamW
+from autodiff.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -115,14 +123,67 @@ def _lm_loss(model: CharTransformer, x: ad.Tensor, y: ad.Tensor) -> ad.Tensor:
 
 
 # -- programs ---------------------------------------------------------------------------------
-def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
-          progress: bool = True):
-    """Trace ``steps`` AdamW steps in one ``ir_for`` and run them.
+def val_windows(ids: np.ndarray, batch: int, seq: int, max_batches: int = 16):
+    """Consecutive ``[n, batch, seq]`` token windows of ``ids`` and their next-token
+    targets (the validation set)."""
+    starts = np.arange(0, len(ids) - seq - 1, seq)[:batch * max_batches]
+    n = len(starts) // batch
+    if n == 0:
+        raise ValueError(f"validation text of {len(ids)} characters is shorter than "
+                         f"{batch} windows of {seq + 1}")
+    w = ids[starts[:n * batch, None] + np.arange(seq + 1)].reshape(n, batch, seq + 1)
+    return np.ascontiguousarray(w[:, :, :-1]), np.ascontiguousarray(w[:, :, 1:])
 
-    Returns ``(losses, report, trace_seconds)``.
+
+def in_loop_validation(model, windows, loss=None):
+    """The mean loss over the validation ``windows`` (token and target arrays of
+    ``[n, batch, seq]``, placed on the device once), traced in eval mode without gradients:
+    one ``scan`` over the ``n`` batches."""
+    loss = loss or _lm_loss
+    xs, ys = ad.tensor(windows[0]), ad.tensor(windows[1])
+
+    def mean_loss():
+        model.eval()
+        with ad.no_grad():
+            total, _ = ad.scan(lambda acc, xy: (acc + loss(model, xy[0], xy[1]), None),
+                               ad.zeros(()), (xs, ys))
+        model.train()
+        return total / xs.shape[0]
+    return mean_loss
+
+
+def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: float = 0.1):
+    """The learning-rate schedule: ``"cosine"`` warms up linearly from 1% of the rate over
+    ``warmup`` steps, then decays it along a cosine to ``min_ratio`` of it at ``steps``;
+    ``"constant"`` keeps it (returns None)."""
+    if kind == "constant":
+        return None
+    if kind != "cosine":
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {kind!r}")
+    warmup = max(1, min(warmup, steps - 1))
+    lr = opt.param_groups[0]["lr"]
+    return SequentialLR(opt, [LinearLR(opt, start_factor=0.01, total_iters=warmup),
+                              CosineAnnealingLR(opt, T_max=steps - warmup,
+                                                eta_min=lr * min_ratio)], [warmup])
+
+
+def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
+          progress: bool = True, warmup: int = 30, clip: float | None = 1.0,
+          kind: str = "cosine", min_ratio: float = 0.1, validation=None,
+          eval_every: int = 100):
+    """Trace ``steps`` AdamW steps in one ``ir_for`` (schedule and gradient clipping on the
+    device) and run them.
+
+    With ``validation`` (:func:`in_loop_validation`), every ``eval_every``-th step also
+    computes the validation loss on the device (an ``ir_if`` on the step index) and hands
+    it to a Receiver.
+
+    Returns ``(losses, report, trace_seconds, [(step, validation loss), ...])``.
     """
     opt = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = schedule(opt, steps, warmup, kind, min_ratio)
     losses: list[float] = []
+    val_losses: list[tuple[int, float]] = []
     tokens_per_step = sampler.batch * sampler.seq
     bar = _progress(steps, progress)
     clock = {}
@@ -137,14 +198,26 @@ def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
             bar.update(1)
 
-    def step() -> None:
+    def on_val(v, i) -> None:
+        val_losses.append((int(i) + 1, float(v)))
+        if bar is not None:
+            bar.write(f"step {int(i) + 1}: validation loss {float(v):.3f}")
+
+    def step(i) -> None:
         x = ad.Feeder(sampler.tokens, [sampler.batch, sampler.seq], "int32", name="tokens")
         y = ad.Feeder(sampler.targets, [sampler.batch, sampler.seq], "int32", name="targets")
         opt.zero_grad()
         loss = _lm_loss(model, x, y)
         loss.backward()
+        if clip:
+            clip_grad_norm_(model.parameters(), clip)
         opt.step()
+        if sched is not None:
+            sched.step()
         ad.Receiver(on_loss, [loss], name="loss")
+        if validation is not None:                  # decided on the device, every N steps
+            ad.ir_if((i.float() + 1).remainder(eval_every) == 0,
+                     lambda: ad.Receiver(on_val, [validation(), i], name="val_loss"))
 
     t0 = time.perf_counter()
     model.train()
@@ -155,25 +228,23 @@ def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
     finally:
         if bar is not None:
             bar.close()
-    return losses, report, t_trace
+    return losses, report, t_trace, val_losses
 
 
 def evaluate(model, ids: np.ndarray, batch: int, seq: int, device: str,
-             max_batches: int = 16) -> float:
-    """Mean next-character loss over consecutive windows of ``ids`` (forward only, eval)."""
-    starts = np.arange(0, len(ids) - seq - 1, seq)[:batch * max_batches]
-    n = len(starts) // batch
-    if n == 0:
-        raise ValueError(f"validation text of {len(ids)} characters is shorter than "
-                         f"{batch} windows of {seq + 1}")
-    windows = ids[starts[:n * batch, None] + np.arange(seq + 1)].reshape(n, batch, seq + 1)
-    feed = {"x": iter(windows[:, :, :-1].copy()), "y": iter(windows[:, :, 1:].copy())}
+             max_batches: int = 16, loss=None) -> float:
+    """Mean next-character loss over consecutive windows of ``ids`` (forward only, eval);
+    ``loss(model, x, y)`` defaults to this model's."""
+    loss = loss or _lm_loss
+    xs, ys = val_windows(ids, batch, seq, max_batches)
+    n = len(xs)
+    feed = {"x": iter(xs), "y": iter(ys)}
     losses: list[float] = []
 
     def body() -> None:
         x = ad.Feeder(lambda: next(feed["x"]), [batch, seq], "int32", name="val_tokens")
         y = ad.Feeder(lambda: next(feed["y"]), [batch, seq], "int32", name="val_targets")
-        ad.Receiver(lambda v: losses.append(float(v)), [_lm_loss(model, x, y)], name="val")
+        ad.Receiver(lambda v: losses.append(float(v)), [loss(model, x, y)], name="val")
 
     model.eval()
     with ad.no_grad():
@@ -230,8 +301,11 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="train", unit="step", file=sys.stderr)
 
 
-def plot_losses(losses, val_before: float, val_after: float, path: str) -> None:
-    """Training loss per step (and a running mean), validation loss before and after."""
+def plot_losses(losses, val_before: float, val_after: float, path: str,
+                title: str = "char-level transformer on pydoc_data.topics",
+                val_during=()) -> None:
+    """Training loss per step (and a running mean), validation loss before, during
+    (``(step, loss)`` pairs) and after."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -241,11 +315,13 @@ def plot_losses(losses, val_before: float, val_after: float, path: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(steps, losses, lw=0.6, alpha=0.5, label="train loss")
     ax.plot(steps[k - 1:], smooth, lw=1.5, label=f"train loss, mean of {k}")
-    ax.scatter([0, len(losses)], [val_before, val_after], color="k", zorder=3,
+    during = [(s, v) for s, v in val_during if s != len(losses)]
+    ax.scatter([0] + [s for s, _ in during] + [len(losses)],
+               [val_before] + [v for _, v in during] + [val_after], color="k", zorder=3,
                label="validation loss")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats / character)")
-    ax.set_title("char-level transformer on pydoc_data.topics")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -265,6 +341,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
+                   help="learning rate: warmup then cosine decay, or constant")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="warmup steps of the cosine schedule (default: 10%% of --steps)")
+    p.add_argument("--min-lr-ratio", type=float, default=0.1,
+                   help="the cosine schedule's final rate, as a fraction of --lr")
+    p.add_argument("--clip", type=float, default=1.0, help="gradient-norm bound (0: off)")
+    p.add_argument("--eval-every", type=int, default=100,
+                   help="validation loss inside the training loop every N steps (0: off)")
     p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--prompt", default="The ")
     p.add_argument("--sample-len", type=int, default=120)
@@ -295,8 +380,14 @@ def main(argv=None) -> dict:
 
     val_before = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)
     sampler = WindowSampler(train_ids, args.batch, args.seq, args.seed)
-    losses, report, t_trace = train(model, sampler, args.steps, args.lr, args.device,
-                                    progress=not args.no_progress)
+    validation = in_loop_validation(model, val_windows(val_ids, args.batch, args.seq,
+                                                       args.eval_batches)) \
+        if args.eval_every else None
+    losses, report, t_trace, val_during = train(
+        model, sampler, args.steps, args.lr, args.device, progress=not args.no_progress,
+        warmup=args.warmup if args.warmup is not None else max(1, args.steps // 10),
+        clip=args.clip, kind=args.schedule, min_ratio=args.min_lr_ratio,
+        validation=validation, eval_every=args.eval_every or 1)
     val_after = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)
 
     t_compile = report.times.get("optimize", 0.0) + report.times.get("compile", 0.0)
@@ -316,14 +407,17 @@ def main(argv=None) -> dict:
     print(f"train loss: first {losses[0]:.3f}, mean of last 20 {np.mean(losses[-20:]):.3f}")
     print(f"validation loss: before {val_before:.3f}, after {val_after:.3f} "
           f"(ln(vocab) = {math.log(len(vocab)):.3f})")
+    if val_during:
+        print("validation loss in the training loop: " + ", ".join(
+            f"step {s} {v:.3f}" for s, v in val_during))
     if args.plot:
-        plot_losses(losses, val_before, val_after, args.plot)
+        plot_losses(losses, val_before, val_after, args.plot, val_during=val_during)
         print(f"loss curve: {args.plot}")
     sample = generate(model, vocab, args.prompt, args.sample_len) if args.sample_len else ""
     if sample:
         print(f"greedy sample: {sample!r}")
     return dict(losses=losses, val_before=val_before, val_after=val_after, report=report,
-                sample=sample, vocab=len(vocab), tokens_per_s=tok_s)
+                sample=sample, vocab=len(vocab), tokens_per_s=tok_s, val_during=val_during)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import pathlib
 import pytest
 
 import autodiff
+from backends import device_params, opencl_missing  # noqa: F401  (shared with test modules)
 
 # execute() without a device runs on $AUTODIFF_DEVICE, else opencl (the user default). The
 # suite's tests that do not name a device mean the numpy reference interpreter; running
@@ -21,24 +22,6 @@ def _fresh_program():
     autodiff.reset()
     yield
     autodiff.reset()
-
-
-def opencl_missing() -> str | None:
-    """Why the opencl device cannot run here (naming the install command), or None."""
-    from autodiff.device.opencl.device import OpenCLUnavailable, candidates
-    try:
-        candidates()
-    except OpenCLUnavailable as e:
-        return f"no OpenCL platform: {e}"
-    return None
-
-
-def device_params() -> list:
-    """``numpy``, then ``opencl`` (skipped with the install command when no OpenCL
-    platform exists), as pytest params."""
-    why = opencl_missing()
-    opencl = pytest.param("opencl", marks=pytest.mark.skip(reason=why)) if why else "opencl"
-    return ["numpy", opencl]
 
 
 def pytest_generate_tests(metafunc):

@@ -19,6 +19,12 @@ A write ends a value's life (backwards) only when it writes the whole buffer: a 
 points as the buffer has elements (kernel outputs are race-free, so such an index is
 one-to-one). After a partial write the rest of the buffer is still the older value, so the
 buffer stays live back to its previous whole write (or the program's start).
+
+Branches and while loops are control flow too. An ``If`` is a step reading its condition,
+then either branch, then a join step that reads the condition again (a device may evaluate
+it in every kernel of the branch taken, so it lives through both); a write in one branch
+kills nothing on the other path. A ``While`` runs its condition block, a step reading the
+predicate, then the body and back, or leaves after that step.
 """
 from __future__ import annotations
 
@@ -28,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..procedural.ir import (Buffer, BufferKind, Copy, DotProduct, Elementwise, FeederWrite,
-                             For, FusedKernel, Gather, Program, Reduce, ScatterAdd, Stmt)
+                             For, FusedKernel, Gather, If, Program, Reduce, ScatterAdd, Stmt,
+                             While)
 from .liverange import LiveRange
 
 #: buffer kinds that go into the arena: intermediates and host staging buffers
@@ -123,13 +130,27 @@ def writes_whole(stmt: Stmt, buffer: Buffer) -> bool:
     return points == buffer.size and sum(o.buffer is buffer for o in stmt.outs) == 1
 
 
+@dataclass(eq=False)
+class Use(Stmt):
+    """A step of the time axis that only reads ``buffers`` (an ``If``'s condition, a
+    ``While``'s predicate); not a statement of the program."""
+    buffers: tuple
+    kind = "Use"
+
+    def reads(self):
+        return list(self.buffers)
+
+
 def _control_flow(stmts, members: bool):
     """Steps, loop spans, and the control-flow successors of every node.
 
     Nodes ``0 .. len(steps) - 1`` are the steps; each ``For`` adds two more nodes, a head
     (before its first iteration and between iterations) and a tail (after each iteration):
     ``head -> body -> tail``, ``tail -> head`` (next iteration), ``tail -> after the loop``,
-    and ``head -> tail`` when the loop runs zero times.
+    and ``head -> tail`` when the loop runs zero times. An ``If`` is a :class:`Use` step of
+    its condition, both branches from there, and a :class:`Use` join step; a ``While`` is a
+    head, its condition block, a :class:`Use` test step, then its body back to the head or
+    the tail after the loop.
 
     Returns:
         ``(steps, loops, succ, order)``: ``succ[node]`` lists successor nodes, ``order`` all
@@ -141,17 +162,25 @@ def _control_flow(stmts, members: bool):
     order: list[int] = []
     pseudo: list[int] = []      # pseudo nodes are numbered -1, -2, ... until the end
 
-    def node(t: int, prev: int | None) -> int:
-        if prev is not None:
-            edges.append((prev, t))
+    def node(t: int, prev) -> int:
+        for p in (prev if isinstance(prev, list) else [prev]):
+            if p is not None:
+                edges.append((p, t))
         order.append(t)
         return t
+
+    def step(s: Stmt, prev) -> int:
+        steps.append(s)
+        return node(len(steps) - 1, prev)
+
+    def pair() -> tuple[int, int]:
+        pseudo.extend((0, 0))
+        return -len(pseudo) + 1, -len(pseudo)
 
     def walk(stmts, prev):
         for s in stmts:
             if isinstance(s, For):
-                pseudo.extend((0, 0))
-                head, tail = -len(pseudo) + 1, -len(pseudo)
+                head, tail = pair()
                 first = len(steps)
                 end = walk(s.body, node(head, prev))
                 if len(steps) > first:
@@ -160,11 +189,22 @@ def _control_flow(stmts, members: bool):
                     edges.append((head, tail))
                 prev = node(tail, end)
                 edges.append((tail, head))
+            elif isinstance(s, If):
+                test = step(Use((s.cond,)), prev)
+                ends = [walk(s.then, test), walk(s.orelse, test)]
+                prev = step(Use((s.cond,)), ends)
+            elif isinstance(s, While):
+                head, tail = pair()
+                first = len(steps)
+                test = step(Use((s.pred,)), walk(s.cond, node(head, prev)))
+                end = walk(s.body, test)
+                loops.append((s, first, len(steps) - 1))
+                edges.append((end, head))
+                prev = node(tail, test)
             elif members and isinstance(s, FusedKernel):
                 prev = walk(s.members, prev)
             else:
-                steps.append(s)
-                prev = node(len(steps) - 1, prev)
+                prev = step(s, prev)
         return prev
 
     walk(stmts, None)

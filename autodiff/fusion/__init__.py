@@ -72,10 +72,12 @@ def _fuse(program: Program, passes) -> Program:
     used: set[int] = set()
 
     def visit(stmts):
-        from ..procedural.ir import For
+        from ..procedural.ir import BLOCKS
         for s in stmts:
-            if isinstance(s, For):
-                visit(s.body)
+            if isinstance(s, BLOCKS):
+                used.update(id(b) for b in s.reads())
+                for blk in s.blocks():
+                    visit(blk)
             else:
                 used.update(id(b) for b in s.reads() + s.writes())
     visit(body)

@@ -18,8 +18,9 @@ import bisect
 import itertools
 
 from ..procedural.access import Expr, Num, Var, simplify, substitute, variables
-from ..procedural.ir import (Acc, Apply, BufferKind, Const, DotProduct, Elementwise, For,
-                             Load, Local, Output, Rand, Reduce, Select, Value, walk_values)
+from ..procedural.ir import (BLOCKS, Acc, Apply, BufferKind, Const, DotProduct, Elementwise,
+                             Load, Local, Output, Rand, Reduce, Select, Stmt, Value,
+                             walk_values)
 
 MAX_MEMBERS = 48        # members per group (keeps the O(k^2) rebuilds cheap)
 MAX_VALUE_NODES = 4000  # expression size of one fused kernel (guards against inlining blow-up)
@@ -219,9 +220,10 @@ def _build(anchor, members, read_outside):
                             pm = producer.get(id(ld.buffer))
                             if pm and pm[0] is m:
                                 inv = invert(pm[1].index, m.vars)
-                                if inv and inv[1] == size:
-                                    got = at_p(*inv, subst_index(ld.index,
-                                                                 mapping[id(c)]))
+                                read = subst_index(ld.index, mapping[id(c)])
+                                whole = invert(read, t_vars)     # c reads all of m, once
+                                if inv and inv[1] == size and whole and whole[1] == size:
+                                    got = at_p(*inv, read)
                                     break
                         if got:
                             break
@@ -462,14 +464,45 @@ class Schedule:
         self.taken.add(id(fused))
 
 
-def map_lists(stmts: list, fn) -> list:
-    """``fn(list) -> list`` applied to ``stmts`` and, recursively, to every ``For`` body."""
+class _ReadElsewhere(Stmt):
+    """Stands, at the end of a block being fused, for the reads of its buffers outside the
+    block (after an ``If``, in the next iteration of an enclosing loop...): a group never
+    keeps such a buffer as a register."""
+    kind = "ReadElsewhere"
+
+    def __init__(self, buffers):
+        self.buffers = list(buffers)
+
+    def reads(self):
+        return self.buffers
+
+
+def map_lists(stmts: list, fn, elsewhere: frozenset = frozenset()) -> list:
+    """``fn(list) -> list`` applied to ``stmts`` and, recursively, to every block of a
+    ``For``/``If``/``While``. ``elsewhere``: ids of buffers read outside ``stmts``; a
+    block gets those read outside it (by its siblings, the other block, the condition)."""
+    counts: dict[int, int] = {}
+    for s in stmts:
+        for b in s.reads():
+            counts[id(b)] = counts.get(id(b), 0) + 1
     out = []
     for s in stmts:
-        if isinstance(s, For):
-            s = For(s.range, map_lists(s.body, fn), s.var)
+        if isinstance(s, BLOCKS):
+            mine = {id(b) for b in s.reads()}
+            outside = {i for i, c in counts.items() if c > (i in mine)} | elsewhere
+            reads = [{id(b) for t in blk for b in t.reads()} for blk in s.blocks()]
+            cond = mine.difference(*reads) if reads else mine
+            blocks = []
+            for k, blk in enumerate(s.blocks()):
+                other = set().union(cond, *(r for j, r in enumerate(reads) if j != k))
+                blocks.append(map_lists(blk, fn, frozenset(outside | other)))
+            s = s.with_blocks(blocks)
         out.append(s)
-    return fn(out)
+    keep = {id(b): b for t in out for b in t.writes() if id(b) in elsewhere}
+    if not keep:
+        return fn(out)
+    fused = fn(out + [_ReadElsewhere(keep.values())])
+    return [t for t in fused if not isinstance(t, _ReadElsewhere)]
 
 
 MAX_TRIES = 200         # build attempts per group

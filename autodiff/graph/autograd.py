@@ -4,6 +4,10 @@
 gradient for that operand given the output gradient ``g`` (same shape as ``out``). A rule of
 ``None`` marks an operand that takes no gradient. The layout follows tinygrad's
 ``gradient.py`` table; the walk is micrograd's (reverse topological order, ``+=`` on fan-out).
+
+Only floating values carry gradients (integer and bool nodes never require grad); a rule
+may compute in a wider dtype (masks are bool, constants float32): the walk casts every
+gradient to its operand's dtype, as PyTorch's autograd does.
 """
 from __future__ import annotations
 
@@ -12,15 +16,17 @@ import math
 
 import numpy as np
 
-from .ir import Op, Node
+from . import dtypes
+from .ir import BITWISE, Op, Node
 from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
                   mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
-                  swap_last, unary, where)
+                  swap_last, unary, unslice, where, window_fold)
 from .trace import TRACER
 
 
 def _cmp(op, a, b): return binary(op, a, b)
-def _one(x): return const(1.0, x.shape)
+def _one(x): return const(1.0, x.shape, x.dtype)
+def _zero(x): return const(0.0, x.shape, x.dtype)
 
 
 def _unbroadcast_expand(g: Node, out: Node, x: Node) -> Node:
@@ -30,7 +36,7 @@ def _unbroadcast_expand(g: Node, out: Node, x: Node) -> Node:
 
 def _max_mask(out: Node, x: Node) -> Node:
     """Ties share the gradient evenly, as ``torch.amax`` does."""
-    hit = _cmp(Op.CMPEQ, x, expand(out, x.shape))
+    hit = cast(_cmp(Op.CMPEQ, x, expand(out, x.shape)), x.dtype)
     axes = [i for i, (a, b) in enumerate(zip(x.shape, out.shape)) if a != b]
     return div(hit, expand(reduce(Op.SUM, hit, axes), x.shape))
 
@@ -47,11 +53,16 @@ def _pairwise_min(a, b, first: bool):
 
 
 def _slice_back(g, out, x):
-    return pad(g, [(a, d - b) for (a, b, _), d in zip(out.arg, x.shape)])
+    return unslice(g, out.arg, x.shape)
 
 
 def _pad_back(g, out, x):
     return slice_(g, [(a, a + d, 1) for (a, _), d in zip(out.arg, x.shape)])
+
+
+def _window_back(g, out, x):
+    dim, size, step, dil = out.arg
+    return window_fold(g, dim, x.shape[dim], size, step, dil)
 
 
 def _concat_rule(i):
@@ -63,8 +74,29 @@ def _concat_rule(i):
     return rule
 
 
+def _pow_base(g, o, a, b):
+    """``b * a**(b-1)``, and 0 where ``b == 0`` (PyTorch: ``x ** 0`` has gradient 0 even
+    at ``x = 0``, where the formula gives ``0 * inf``)."""
+    d = mul(b, binary(Op.POW, a, sub(b, _one(b))))
+    return where(_cmp(Op.CMPEQ, b, const(0.0, b.shape)), const(0.0, g.shape), mul(g, d))
+
+
+def _pow_exponent(g, o, a, b):
+    """``a**b * log(a)``, and 0 where ``a == 0`` and ``b >= 0`` (PyTorch's convention for
+    ``0 ** x``, where the formula gives ``0 * -inf``)."""
+    zero = const(0.0, a.shape)
+    mask = mul(_cmp(Op.CMPEQ, a, zero), _cmp(Op.CMPGE, b, zero))
+    return where(mask, const(0.0, g.shape), mul(g, mul(o, unary(Op.LOG, a))))
+
+
 def _float(x: Node) -> bool:
-    return x.dtype == "float32"
+    return dtypes.is_floating(x.dtype)
+
+
+def _no_derivative(name: str):
+    def rule(g, out, *srcs):
+        raise RuntimeError(f"derivative for {name} is not implemented (as in PyTorch)")
+    return rule
 
 
 GRADS: dict = {
@@ -84,20 +116,25 @@ GRADS: dict = {
     Op.ABS: (lambda g, o, x: mul(g, unary(Op.SIGN, x)),),
     Op.ERF: (lambda g, o, x: mul(g, scale(unary(Op.EXP, neg(mul(x, x))), 2 / math.sqrt(math.pi))),),
     Op.SIGN: (None,),
+    Op.ATAN: (lambda g, o, x: div(g, add(_one(x), mul(x, x))),),
+    Op.LOG1P: (lambda g, o, x: div(g, add(_one(x), x)),),
+    Op.EXPM1: (lambda g, o, x: mul(g, add(o, _one(o))),),
     Op.CAST: (lambda g, o, x: cast(g, x.dtype) if _float(x) else None,),
     Op.ADD: (lambda g, o, a, b: g, lambda g, o, a, b: g),
     Op.SUB: (lambda g, o, a, b: g, lambda g, o, a, b: neg(g)),
     Op.MUL: (lambda g, o, a, b: mul(g, b), lambda g, o, a, b: mul(g, a)),
     Op.DIV: (lambda g, o, a, b: div(g, b), lambda g, o, a, b: neg(div(mul(g, o), b))),
-    Op.POW: (lambda g, o, a, b: mul(g, mul(b, binary(Op.POW, a, sub(b, _one(b))))),
-             lambda g, o, a, b: mul(g, mul(o, unary(Op.LOG, a)))),
+    Op.POW: (_pow_base, _pow_exponent),
     Op.MAX: (lambda g, o, a, b: mul(g, _pairwise_max(a, b, True)),
              lambda g, o, a, b: mul(g, _pairwise_max(a, b, False))),
     Op.MIN: (lambda g, o, a, b: mul(g, _pairwise_min(a, b, True)),
              lambda g, o, a, b: mul(g, _pairwise_min(a, b, False))),
     Op.WHERE: (None,
-               lambda g, o, m, a, b: where(m, g, const(0.0, g.shape)),
-               lambda g, o, m, a, b: where(m, const(0.0, g.shape), g)),
+               lambda g, o, m, a, b: where(m, g, _zero(g)),
+               lambda g, o, m, a, b: where(m, _zero(g), g)),
+    Op.FLOORDIV: (_no_derivative("floor_divide"), _no_derivative("floor_divide")),
+    Op.MOD: (lambda g, o, a, b: g,
+             lambda g, o, a, b: neg(mul(g, binary(Op.FLOORDIV, a, b)))),
     Op.DOT: (lambda g, o, a, b: dot(g, swap_last(b)), lambda g, o, a, b: dot(swap_last(a), g)),
     Op.SUM: (lambda g, o, x: expand(g, x.shape),),
     Op.RMAX: (lambda g, o, x: mul(expand(g, x.shape), _max_mask(o, x)),),
@@ -106,6 +143,7 @@ GRADS: dict = {
     Op.EXPAND: (lambda g, o, x: _unbroadcast_expand(g, o, x),),
     Op.SLICE: (_slice_back,),
     Op.PAD: (_pad_back,),
+    Op.WINDOW: (_window_back,),
     Op.GATHER: (lambda g, o, t, i: scatter_add(g, i, t.shape[0]), None),
     Op.SCATTER_ADD: (lambda g, o, u, i: gather(g, i), None),
 }
@@ -122,8 +160,14 @@ class _PerOperand:
 
 
 GRADS[Op.CONCAT] = _PerOperand(_concat_rule)
-for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE):
-    GRADS[_op] = (None, None)
+for _op in (Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE, *BITWISE):
+    GRADS[_op] = (None,) if _op is Op.NOT else (None, None)
+
+
+GRADS[Op.AFTER] = (lambda g, o, x, anchor: g, None)
+
+#: leaves of a backward sweep: variables' values, and a scan body's carries and slices
+LEAVES = frozenset({Op.LOAD, Op.ASSIGN, Op.ARG})
 
 
 def backward(root: Node, seed: Node, on_leaf) -> None:
@@ -141,34 +185,99 @@ def backward(root: Node, seed: Node, on_leaf) -> None:
     ids = TRACER.scope.ids
     if root.id not in ids:
         raise RuntimeError("backward(): the tensor was not computed in the current scope")
-    # Node ids increase in creation order and operands are created before users, so
-    # descending id order is a reverse topological order.
-    order, seen, stack = [], {root.id}, [root]
+    for n, g in vjp([(root, seed)], ids, lambda n: False):
+        if n.op in (Op.LOAD, Op.ASSIGN):
+            on_leaf(n, g)
+
+
+def vjp(seeds, inside, wanted) -> list[tuple[Node, Node]]:
+    """The reverse sweep: gradients of ``seeds`` (``(node, gradient)`` pairs) through the
+    nodes whose ids are in ``inside``, traced into the current scope.
+
+    Nodes holding sub-graphs (``IF``, ``SCAN``) and :func:`~.control.checkpoint` regions
+    are differentiated as a whole by :mod:`.control_ad`.
+
+    Args:
+        seeds: where the gradients start.
+        inside: ids of the nodes the sweep goes through (one graph's nodes).
+        wanted: ``wanted(node)`` for a node outside ``inside``: whether its gradient is
+            needed (a value a sub-graph reads from its enclosing graph).
+
+    Returns:
+        ``(node, summed gradient)`` for the leaves reached (``LOAD``/``ASSIGN``/``ARG``
+        nodes; variables assigned inside a branch too) and the wanted nodes outside
+        ``inside``, in the order the sweep reached them (descending id).
+    """
+    from . import control_ad
+    grads: dict[int, Node] = {}
+    out: dict[int, tuple[Node, Node]] = {}
+    order, seen, stack = [], set(), []
+
+    def reach(s: Node) -> None:
+        if s.requires_grad and s.id in inside and s.id not in seen:
+            seen.add(s.id)
+            stack.append(s)
+
+    def give(s: Node, g: Node) -> None:
+        if s.id in seen:
+            grads[s.id] = add(grads[s.id], g) if s.id in grads else g
+        elif s.id not in inside and (s.op in (Op.LOAD, Op.ASSIGN) or wanted(s)):
+            out[s.id] = (s, add(out[s.id][1], g)) if s.id in out else (s, g)
+
+    for n, g in seeds:
+        reach(n)
+        give(n, g)
     while stack:
         n = stack.pop()
         order.append(n)
-        if n.op in (Op.LOAD, Op.ASSIGN):
-            continue
-        for s in n.srcs:
-            if s.requires_grad and s.id in ids and s.id not in seen:
-                seen.add(s.id)
-                stack.append(s)
+        if n.op not in LEAVES:
+            for s in control_ad.operands(n):
+                reach(s)
     order.sort(key=lambda n: n.id, reverse=True)
-    grads = {root.id: seed}
+    regions = control_ad.regions_in(inside)
+    pending: dict[int, dict] = {}             # control node id -> {result k: gradient}
+    inner = lambda x: x.id in inside or wanted(x)   # noqa: E731
     for n in order:
+        if n.id in regions:
+            done = regions.pop(n.id)
+            if done is not None:
+                for m in done.nodes:
+                    regions[m.id] = None
+                gouts = {m.id: grads.pop(m.id) for m in done.nodes if m.id in grads}
+                start = len(TRACER.scope.graph.nodes)
+                for s, gs in control_ad.checkpoint_vjp(done, gouts, inner):
+                    give(s, control_ad.fix_fresh(start, gs))
+            grads.pop(n.id, None)
+            continue
+        if n.op in control_ad.CONTROL_VJP:
+            gout = pending.pop(n.id, None)
+            if gout:
+                start = len(TRACER.scope.graph.nodes)
+                for s, gs in control_ad.CONTROL_VJP[n.op](n, gout, inner):
+                    give(s, control_ad.fix_fresh(start, gs))
+            continue
         g = grads.pop(n.id, None)
         if g is None:
             continue
-        if n.op in (Op.LOAD, Op.ASSIGN):
-            on_leaf(n, g)
+        if n.op in LEAVES:
+            out[n.id] = (n, g)
+            continue
+        if n.op is Op.RESULT:
+            ctl = pending.setdefault(n.srcs[0].id, {})
+            ctl[n.arg] = add(ctl[n.arg], g) if n.arg in ctl else g
             continue
         rules = GRADS.get(n.op)
         if rules is None:
             raise NotImplementedError(f"no gradient rule for {n.op.name}")
         for s, rule in zip(n.srcs, rules):
-            if rule is None or not s.requires_grad or s.id not in seen:
+            if rule is None or not s.requires_grad or (s.id not in seen and (
+                    s.id in inside or not wanted(s))):
                 continue
+            start = len(TRACER.scope.graph.nodes)
             gs = rule(g, n, *n.srcs)
             if gs is None:
                 continue
-            grads[s.id] = add(grads[s.id], gs) if s.id in grads else gs
+            if gs.dtype != s.dtype:
+                gs = cast(gs, s.dtype)
+            give(s, control_ad.fix_fresh(start, gs))
+    return list(out.values())

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from . import dtypes
+
 
 class Op(enum.Enum):
     # leaves
@@ -36,13 +38,19 @@ class Op(enum.Enum):
     SIN = enum.auto(); COS = enum.auto(); TANH = enum.auto(); SIGMOID = enum.auto()
     RELU = enum.auto(); ABS = enum.auto(); ERF = enum.auto(); SIGN = enum.auto()
     CAST = enum.auto()       # arg: target dtype name
+    ATAN = enum.auto(); LOG1P = enum.auto(); EXPM1 = enum.auto()   # accurate near 0
+    NOT = enum.auto()        # bitwise not (logical not on bool); int and bool only
     # binary elementwise
     ADD = enum.auto(); SUB = enum.auto(); MUL = enum.auto(); DIV = enum.auto()
     POW = enum.auto(); MAX = enum.auto(); MIN = enum.auto()
     CMPLT = enum.auto(); CMPLE = enum.auto(); CMPGT = enum.auto(); CMPGE = enum.auto()
     CMPEQ = enum.auto(); CMPNE = enum.auto()
+    FLOORDIV = enum.auto()   # floor(a / b) (Python's //, torch.floor_divide)
+    MOD = enum.auto()        # a - floor(a / b) * b (Python's %, torch.remainder)
+    AND = enum.auto(); OR = enum.auto(); XOR = enum.auto()   # bitwise; int and bool only
+    SHL = enum.auto(); SHR = enum.auto()   # shifts (arithmetic right); int only
     # ternary elementwise
-    WHERE = enum.auto()      # srcs: (mask, a, b); mask is nonzero -> a
+    WHERE = enum.auto()      # srcs: (mask bool, a, b); mask true -> a
     # contraction and reductions (reductions keep reduced dims as size 1)
     DOT = enum.auto()        # srcs: (a [..., M, K], b [..., K, N]) with equal batch dims
     SUM = enum.auto()        # arg: tuple of axes
@@ -51,27 +59,48 @@ class Op(enum.Enum):
     RESHAPE = enum.auto()    # arg: new shape
     PERMUTE = enum.auto()    # arg: permutation
     EXPAND = enum.auto()     # arg: new shape; only size-1 dims grow
-    SLICE = enum.auto()      # arg: tuple of (start, stop, step) per dim
+    SLICE = enum.auto()      # arg: tuple of (start, stop, step) per dim: element j of a dim
+                             # is start + step*j (step != 0; negative only from flip)
     PAD = enum.auto()        # arg: tuple of (before, after) per dim, zeros outside
     CONCAT = enum.auto()     # arg: dim
-    GATHER = enum.auto()     # srcs: (table [N, ...], idx int32 [...]) -> [..., ...]
+    WINDOW = enum.auto()     # arg: (dim, size, step, dilation); sliding windows of ``dim``:
+                             # out[..., o, ..., k] = x[..., o*step + k*dilation, ...], the
+                             # window index k a new last dim (``Tensor.unfold`` + dilation)
+    GATHER = enum.auto()     # srcs: (table [N, ...], idx int32/int64 [...]) -> [..., ...]
     SCATTER_ADD = enum.auto()  # srcs: (updates [..., ...], idx [...]); arg: N -> [N, ...]
     # effects
     ASSIGN = enum.auto()     # arg: Variable; srcs: (value,)
     RECEIVER = enum.auto()   # arg: ReceiverSpec; srcs: values handed to the callback
     FOR = enum.auto()        # arg: ForArg
+    # control flow (autodiff.graph.control): nodes holding sub-graphs, and their values
+    INDEX = enum.auto()      # arg: IndexArg; int32 [] index of an enclosing FOR/WHILE/SCAN
+    IF = enum.auto()         # srcs: (pred,); arg: IfArg (two sub-graphs)
+    WHILE = enum.auto()      # arg: WhileArg (condition and body sub-graphs)
+    SCAN = enum.auto()       # srcs: (*init, *xs); arg: ScanArg (a body run once per step)
+    ARG = enum.auto()        # arg: k; in a SCAN body: carry k (k < n_carry), else the
+                             # current step's slice of xs[k - n_carry]
+    RESULT = enum.auto()     # srcs: (IF or SCAN node,); arg: k; that node's k-th result
+    AFTER = enum.auto()      # srcs: (x, anchor); the value of x, computed after anchor (an
+                             # ordering barrier: activation checkpointing's recomputation)
+    PUT = enum.auto()        # srcs: (base [N, ...], row [...], idx int32 []); base with
+                             # row idx replaced (scan outputs; made by lowering only)
 
 
 UNARY = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                    Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.RELU, Op.ABS, Op.ERF, Op.SIGN,
-                   Op.CAST})
+                   Op.CAST, Op.ATAN, Op.LOG1P, Op.EXPM1, Op.NOT})
 COMPARE = frozenset({Op.CMPLT, Op.CMPLE, Op.CMPGT, Op.CMPGE, Op.CMPEQ, Op.CMPNE})
-BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN}) | COMPARE
+BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.NOT})
+BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN, Op.FLOORDIV,
+                    Op.MOD, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR}) | COMPARE
 ELEMENTWISE = UNARY | BINARY | {Op.WHERE}
 REDUCE = frozenset({Op.SUM, Op.RMAX})
-MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT})
+MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.PAD, Op.CONCAT,
+                      Op.WINDOW})
 LEAF = frozenset({Op.CONST, Op.LOAD, Op.FEEDER, Op.RAND})
-EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER})
+EFFECT = frozenset({Op.ASSIGN, Op.RECEIVER, Op.FOR, Op.FEEDER, Op.IF, Op.WHILE})
+#: nodes holding sub-graphs (see :func:`bodies`)
+CONTROL = frozenset({Op.FOR, Op.IF, Op.WHILE, Op.SCAN})
 
 _ids = itertools.count()
 
@@ -87,6 +116,8 @@ class Variable:
     name: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
     owner: Any = None   # weakref to the Tensor that holds this variable
+    transient: bool = False   # made by lowering (scan carries, branch results): the
+                              # storage is a temporary of one program, never the host's
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -94,6 +125,8 @@ class Variable:
 
     @property
     def dtype(self) -> str:
+        """The dtype name (the host value's dtype: ``int64`` values are int64 here even
+        though devices store them as int32)."""
         return str(self.value.dtype)
 
     def __repr__(self) -> str:
@@ -111,16 +144,106 @@ class FeederSpec:
 
 @dataclass(eq=False)
 class ReceiverSpec:
-    """Host callback ``fn(*arrays)`` run with the values of the node's operands."""
+    """Host callback ``fn(*arrays)`` run with the values of the node's operands
+    (``dtypes``: their dtype names, which the arrays are converted to on the host)."""
     fn: Any
     name: str
+    dtypes: tuple = ()
 
 
 @dataclass(eq=False)
 class ForArg:
-    """A rolled loop: ``body`` runs once per element of ``range``."""
+    """A rolled loop: ``body`` runs once per element of ``range``.
+
+    ``index`` is the loop's key (:class:`IndexArg`) when the body reads its index (an
+    ``INDEX`` node), else None.
+    """
     range: range
     body: "Graph"
+    index: int | None = None
+
+    def graphs(self) -> list["Graph"]:
+        return [self.body]
+
+    def with_graphs(self, gs) -> "ForArg":
+        return replace(self, body=gs[0])
+
+
+@dataclass(frozen=True)
+class IndexArg:
+    """The arg of an ``INDEX`` node: ``start + step * k`` in iteration ``k`` (counted from 0)
+    of the loop whose key is ``key`` (a ``FOR``, ``WHILE`` or ``SCAN``), which runs at most
+    ``count`` iterations (None: unbounded)."""
+    key: int
+    start: int = 0
+    step: int = 1
+    count: int | None = None
+
+    def bounds(self) -> tuple[int, int] | None:
+        """Smallest and largest value the index takes (None if unbounded or never run)."""
+        if not self.count:
+            return None
+        last = self.start + self.step * (self.count - 1)
+        return min(self.start, last), max(self.start, last)
+
+
+@dataclass(eq=False)
+class IfArg:
+    """``then`` runs when the predicate is nonzero, else ``orelse``; the ``outputs`` of the
+    two graphs are the node's results (``RESULT`` k: ``then.outputs[k]`` or
+    ``orelse.outputs[k]``, same shapes and dtypes). Either graph may assign variables."""
+    then: "Graph"
+    orelse: "Graph"
+
+    def graphs(self) -> list["Graph"]:
+        return [self.then, self.orelse]
+
+    def with_graphs(self, gs) -> "IfArg":
+        return replace(self, then=gs[0], orelse=gs[1])
+
+
+@dataclass(eq=False)
+class WhileArg:
+    """``cond`` (whose single output is a 0-d predicate) runs before every iteration;
+    ``body`` runs while it is nonzero, at most ``max_iterations`` times (None: no bound).
+    State is carried by variables, as in ``FOR``; ``index`` as in :class:`ForArg`."""
+    cond: "Graph"
+    body: "Graph"
+    max_iterations: int | None = None
+    index: int | None = None
+
+    def graphs(self) -> list["Graph"]:
+        return [self.cond, self.body]
+
+    def with_graphs(self, gs) -> "WhileArg":
+        return replace(self, cond=gs[0], body=gs[1])
+
+
+@dataclass(eq=False)
+class ScanArg:
+    """JAX's ``lax.scan``: ``body`` runs ``length`` times (backwards when ``reverse``).
+
+    The body reads its carries and the current slices of the scanned inputs through ``ARG``
+    nodes; ``body.outputs`` are the new carries (``n_carry`` of them, shapes and dtypes of
+    the initial ones) then the per-step outputs. ``RESULT`` k of the node is the final carry
+    k (k < ``n_carry``), else per-step output ``k - n_carry`` stacked along a new leading
+    dim of ``length``. ``key`` names the loop for ``INDEX`` nodes in the body. The body is
+    pure (no variable updates, host callbacks or loops with effects). ``remat``: the
+    backward pass recomputes the body from the saved carries instead of saving its values
+    (``scan(checkpoint=k)``'s outer loop over segments).
+    """
+    body: "Graph"
+    length: int
+    n_carry: int
+    reverse: bool = False
+    key: int = 0
+    remat: bool = False
+
+    def graphs(self) -> list["Graph"]:
+        return [self.body]
+
+    def with_graphs(self, gs) -> "ScanArg":
+        return replace(self, body=gs[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,7 +255,9 @@ class Node:
         srcs: operand nodes (may belong to an enclosing graph: a loop body reads values
             computed before the loop directly).
         shape: result shape, a tuple of ints (``()`` for scalars and effects).
-        dtype: ``"float32"`` or ``"int32"``.
+        dtype: dtype name, one of :data:`autodiff.graph.dtypes.DTYPES` (``"float32"``,
+            ``"int64"``, ``"bool"``...); every operand of an elementwise node has one dtype
+            (the front end inserts ``CAST`` nodes), except ``WHERE``'s bool mask.
         arg: op attribute, see :class:`Op`.
         site: ``file:line`` of the user's code that traced the node.
         requires_grad: whether reverse-mode AD propagates through the node.
@@ -158,7 +283,8 @@ class Node:
 
     @property
     def nbytes(self) -> int:
-        return self.size * np.dtype(self.dtype).itemsize
+        """Bytes in device storage (int64 is stored as int32)."""
+        return self.size * dtypes.itemsize(self.dtype)
 
     def __repr__(self) -> str:
         return f"%{self.id}:{self.op.name}{list(self.shape)}"
@@ -186,26 +312,53 @@ class Graph:
     unused_feeders: frozenset = frozenset()
 
     def walk(self):
-        """Every node, bodies of ``For`` nodes included, in program order (pre-order)."""
+        """Every node, sub-graphs of ``For`` (and other control) nodes included, in program
+        order (pre-order)."""
         for n in self.nodes:
             yield n
-            if n.op is Op.FOR:
-                yield from n.arg.body.walk()
+            if n.op in CONTROL:
+                for g in n.arg.graphs():
+                    yield from g.walk()
 
     def count(self) -> int:
         """Number of nodes, loop bodies included (each body counted once)."""
         return sum(1 for _ in self.walk())
 
 
-def captures(body: Graph) -> list[Node]:
+def bodies(n: Node) -> list[Graph]:
+    """The sub-graphs of ``n`` (``FOR``: its body; ``IF``: then, else; ``WHILE``: condition,
+    body; ``SCAN``: its body), ``[]`` for other nodes."""
+    return n.arg.graphs() if n.op in CONTROL else []
+
+
+def with_bodies(n: Node, graphs) -> Node:
+    """A copy of control node ``n`` (fresh id) holding ``graphs`` instead of its sub-graphs."""
+    return n.replace(arg=n.arg.with_graphs(list(graphs)))
+
+
+def captures(body: Graph | Node) -> list[Node]:
     """Nodes from enclosing graphs that ``body`` (or its nested bodies) reads, in first-use order.
+
+    ``body`` may be a graph or a control node (then: what all its sub-graphs read, their
+    outputs included, other than the node's own ``srcs``).
 
     Complexity: O(nodes in body + edges).
     """
-    inside = {n.id for n in body.walk()}
+    graphs = bodies(body) if isinstance(body, Node) else [body]
+    inside = {n.id for g in graphs for n in g.walk()}
     seen: dict[int, Node] = {}
-    for n in body.walk():
-        for s in n.srcs:
-            if s.id not in inside and s.id not in seen:
-                seen[s.id] = s
+
+    def visit(g: Graph) -> None:
+        for n in g.nodes:
+            for s in n.srcs:
+                if s.id not in inside and s.id not in seen:
+                    seen[s.id] = s
+            for sub in bodies(n):
+                visit(sub)
+        for o in g.outputs:
+            if o.id not in inside and o.id not in seen:
+                seen[o.id] = o
+
+    for g in graphs:
+        visit(g)
     return list(seen.values())

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import itertools
 
+from . import control, dtypes
 from .ir import FeederSpec, Node, Op, ReceiverSpec
-from .tensor import Tensor, _DTYPES, _wrap
+from .tensor import Tensor, _wrap
 from .trace import TRACER, user_site
 
 _names = itertools.count()
@@ -14,12 +15,17 @@ def Feeder(fn, shape, dtype: str = "float32", name: str | None = None) -> Tensor
     """A tensor whose value the host produces by calling ``fn()`` each time the node runs.
 
     Inside ``ir_for`` that is once per iteration, in iteration order. ``fn`` must return a
-    numpy array of exactly ``shape`` and ``dtype`` (``"float32"`` or ``"int32"``); anything
-    else stops ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the
-    iteration. A Feeder is always called, even when its value turns out unused.
+    numpy array of exactly ``shape`` and ``dtype``: any autodiff dtype (``autodiff.float32``,
+    ``"int64"``, ``torch.bool``...; the array's numpy dtype is the host dtype of
+    :mod:`autodiff.graph.dtypes`: ``np.int64`` for int64, ``ml_dtypes.bfloat16`` for
+    bfloat16). Anything else, and int64 values outside the int32 storage, stops
+    ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the iteration. A
+    Feeder is always called, even when its value turns out unused.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or an unknown dtype.
     """
-    if dtype not in _DTYPES:
-        raise TypeError(f"Feeder dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    dtype = dtypes.name(dtype)
     if not callable(fn):
         raise TypeError(f"Feeder needs a callable, got {type(fn).__name__}")
     shape = tuple(int(d) for d in shape)
@@ -42,14 +48,17 @@ def Receiver(fn, tensors, name: str | None = None) -> None:
     tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
     srcs = tuple(t.node for t in tensors)
     TRACER.emit(Node(Op.RECEIVER, srcs, (), "float32",
-                     ReceiverSpec(fn, name or f"receiver{next(_names)}"), user_site()))
+                     ReceiverSpec(fn, name or f"receiver{next(_names)}",
+                                  tuple(s.dtype for s in srcs)), user_site()))
 
 
 def ir_for(rng, body) -> None:
     """Trace ``body()`` once into a rolled loop over ``rng`` (a ``range`` or an int).
 
     Loop-carried state is the set of variables the body updates in place (parameters,
-    optimizer state); every other value lives for one iteration. Loops nest.
+    optimizer state); every other value lives for one iteration. Loops nest. If ``body``
+    takes an argument it gets the loop index: an int32 0-d tensor (``rng``'s value this
+    iteration) usable in arithmetic, comparisons and indexing (``data[i]``).
     """
     if isinstance(rng, int):
         rng = range(rng)
@@ -57,9 +66,12 @@ def ir_for(rng, body) -> None:
         raise TypeError(f"ir_for needs a range or an int, got {type(rng).__name__}")
     site = user_site()
     scope = TRACER.open_loop()
+    key = control.new_key()
     try:
-        body()
+        indexed = control.call_body(body, key, rng)
     except BaseException:
         TRACER.scope = scope.parent
         raise
-    TRACER.close_loop(scope, rng, site)
+    node = TRACER.close_loop(scope, rng, site)
+    if indexed:
+        node.arg.index = key

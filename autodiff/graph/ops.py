@@ -11,27 +11,38 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
-from .ir import BINARY, Node, Op, UNARY
+from ..errors import DimError, DTypeError, ShapeError
+from . import dtypes
+from .ir import BINARY, BITWISE, COMPARE, Node, Op, UNARY
 from .trace import TRACER, user_site
 
 
 def _emit(op: Op, srcs, shape, dtype="float32", arg=None) -> Node:
-    rg = TRACER.grad_enabled and any(s.requires_grad for s in srcs)
+    """Gradients flow only through floating dtypes."""
+    rg = TRACER.grad_enabled and dtypes.is_floating(dtype) and any(s.requires_grad
+                                                                  for s in srcs)
     return TRACER.emit(Node(op, tuple(srcs), tuple(int(d) for d in shape), dtype, arg,
                             user_site(), rg))
 
 
 def _norm_dim(d: int, ndim: int, op: str, shape) -> int:
-    if not -ndim <= d < max(ndim, 1):
-        raise ShapeError(op, [shape], user_site(), f"dim {d} out of range for rank {ndim}")
-    return d % max(ndim, 1)
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise DimError(op, [shape], user_site(), f"Dimension out of range (expected to be in "
+                                                 f"range of [{-n}, {n - 1}], but got {d})")
+    return d % n
 
 
 # -- leaves ---------------------------------------------------------------------------
 def const(value, shape=(), dtype="float32") -> Node:
-    """A constant ``value`` filled to ``shape``."""
-    value = int(value) if dtype == "int32" else float(value)
+    """A constant ``value`` of ``dtype`` filled to ``shape`` (``value`` becomes a Python
+    bool, int, or float rounded to the dtype).
+
+    Raises:
+        OverflowError: an integer outside the int32 storage.
+    """
+    dtype = dtypes.name(dtype)
+    value = dtypes.check_scalar(value, dtype, f"constant (traced at {user_site()})")
     return _emit(Op.CONST, (), shape, dtype, value)
 
 
@@ -100,21 +111,56 @@ def expand(x: Node, shape) -> Node:
 
 
 def slice_(x: Node, spec) -> Node:
-    """``x[start:stop]`` per dim; ``spec`` is a tuple of ``(start, stop, 1)`` (step 1 only)."""
+    """``x[start:stop:step]`` per dim, with Python's slice semantics (``None`` and negative
+    bounds allowed); ``spec`` is one ``(start, stop, step)`` per dim. A negative step walks
+    backwards (``flip``); the node's ``arg`` holds ``(first, first + step*size, step)``."""
     spec = tuple(spec)
     if len(spec) != len(x.shape):
         raise ShapeError("slice", [x.shape], user_site(), "one (start, stop, step) per dim")
-    out, norm = [], []
-    for (a, b, step), d in zip(spec, x.shape):
-        if step != 1:
-            raise ShapeError("slice", [x.shape], user_site(), f"step {step} is not supported")
-        a, b, _ = slice(a, b).indices(d)
-        b = max(a, b)
-        norm.append((a, b, 1))
-        out.append(b - a)
+    norm = norm_slice(spec, x.shape)
     if all(n == (0, d, 1) for n, d in zip(norm, x.shape)):
         return x
-    return _emit(Op.SLICE, (x,), out, x.dtype, tuple(norm))
+    out = [len(range(a, b, s)) for a, b, s in norm]
+    return _emit(Op.SLICE, (x,), out, x.dtype, norm)
+
+
+def norm_slice(spec, shape) -> tuple:
+    """Python-style ``(start, stop, step)`` per dim as ``(first, first + step*size, step)``
+    (``(0, 0, 1)`` for an empty slice): the form ``SLICE`` nodes hold."""
+    norm = []
+    for (a, b, step), d in zip(spec, shape):
+        if step == 0:
+            raise ValueError("slice step cannot be zero")
+        r = range(*slice(a, b, step).indices(d))
+        m = len(r)
+        norm.append((r.start, r.start + step * m, step) if m else (0, 0, 1))
+    return tuple(norm)
+
+
+def unslice(g: Node, spec, shape) -> Node:
+    """The inverse placement of :func:`slice_` (its gradient): ``g`` (the slice's shape)
+    written at the positions the normalized slice ``spec`` of a ``shape`` tensor reads,
+    zeros elsewhere. Views only: a step ``s > 1`` pads each element with ``s - 1`` zeros
+    (reshape + pad), a negative step flips first."""
+    for d, ((a, _, s), n) in enumerate(zip(spec, shape)):
+        m = g.shape[d]
+        if m == 0 or (s == 1 and g.shape[d] == n):
+            if m == 0:
+                return const(0.0 if g.dtype == "float32" else 0, shape, g.dtype)
+            continue
+        if s < 0:
+            g = slice_(g, [(None, None, -1) if i == d else (None, None, 1)
+                           for i in range(len(g.shape))])
+            a, s = a + s * (m - 1), -s
+        if s > 1:
+            lead, tail = g.shape[:d + 1], g.shape[d + 1:]
+            g = reshape(g, lead + (1,) + tail)
+            g = pad(g, [(0, s - 1) if i == d + 1 else (0, 0) for i in range(len(g.shape))])
+            g = reshape(g, g.shape[:d] + (m * s,) + tail)
+        keep = min(g.shape[d], n - a)
+        g = slice_(g, [(0, keep, 1) if i == d else (None, None, 1) for i in range(len(g.shape))])
+        g = pad(g, [(a, n - a - keep) if i == d else (0, 0) for i in range(len(g.shape))])
+    return g
 
 
 def pad(x: Node, pads) -> Node:
@@ -128,10 +174,15 @@ def pad(x: Node, pads) -> Node:
 
 
 def concat(xs, dim: int) -> Node:
-    """``xs`` joined along ``dim``; other dims must agree."""
+    """``xs`` joined along ``dim``; other dims must agree; dtypes are promoted together
+    (as ``torch.cat``)."""
     xs = list(xs)
     if not xs:
         raise ShapeError("concat", [], user_site(), "no tensors")
+    dt = xs[0].dtype
+    for x in xs[1:]:
+        dt = dtypes.promote_types(dt, x.dtype).name
+    xs = [cast(x, dt) for x in xs]
     nd = len(xs[0].shape)
     dim = _norm_dim(dim, nd, "concat", xs[0].shape)
     for x in xs:
@@ -146,6 +197,84 @@ def concat(xs, dim: int) -> Node:
     return _emit(Op.CONCAT, xs, shape, xs[0].dtype, dim)
 
 
+def window(x: Node, dim: int, size: int, step: int = 1, dilation: int = 1) -> Node:
+    """Sliding windows of ``x`` along ``dim`` (``Tensor.unfold`` with a dilation).
+
+    ``out[..., o, ..., k] = x[..., o*step + k*dilation, ...]``: ``dim`` becomes the window
+    count ``(L - dilation*(size-1) - 1) // step + 1`` and the window index ``k`` a new last
+    dim of ``size``. A view (index arithmetic, nothing copied), the implicit im2col of a
+    convolution.
+
+    Raises:
+        ShapeError: ``size``, ``step`` or ``dilation`` below 1, or a window longer than the
+            dim.
+    """
+    nd = len(x.shape)
+    if nd == 0:
+        raise ShapeError("unfold", [x.shape], user_site(), "needs a tensor with >= 1 dim")
+    dim = _norm_dim(dim, nd, "unfold", x.shape)
+    size, step, dilation = int(size), int(step), int(dilation)
+    if size < 1 or step < 1 or dilation < 1:
+        raise ShapeError("unfold", [x.shape], user_site(),
+                         f"size {size}, step {step} and dilation {dilation} must be >= 1")
+    span = dilation * (size - 1) + 1
+    if span > x.shape[dim]:
+        raise ShapeError("unfold", [x.shape], user_site(),
+                         f"maximum size for dim {dim} is {x.shape[dim]} but the window "
+                         f"spans {span}")
+    shape = list(x.shape)
+    shape[dim] = (x.shape[dim] - span) // step + 1
+    return _emit(Op.WINDOW, (x,), shape + [size], x.dtype, (dim, size, step, dilation))
+
+
+def window_fold(g: Node, dim: int, length: int, size: int, step: int = 1,
+                dilation: int = 1) -> Node:
+    """The adjoint of :func:`window`: ``out[..., o*step + k*dilation, ...] += g[..., o, ..., k]``
+    over a dim of ``length`` (``col2im`` along one dim; the gradient of ``WINDOW`` and the
+    scatter of a transposed convolution).
+
+    ``g [..., O, ..., size]`` -> ``[..., length, ...]``. Built as a sum of ``size`` strided
+    placements of ``g[..., k]`` (``step - 1`` zeros between window starts, then an offset of
+    ``k * dilation``): views and adds only, one elementwise kernel after lowering.
+
+    Raises:
+        ShapeError: ``g``'s last dim is not ``size``, or windows reach past ``length``.
+    """
+    nd = len(g.shape)
+    dim = _norm_dim(dim, nd - 1, "window_fold", g.shape)
+    n_out = g.shape[dim]
+    if nd < 2 or g.shape[-1] != size or (n_out and (n_out - 1) * step
+                                         + (size - 1) * dilation >= length):
+        raise ShapeError("window_fold", [g.shape], user_site(),
+                         f"{n_out} windows of {size} (step {step}, dilation {dilation}) do "
+                         f"not fit a dim of {length}")
+    n = n_out * step
+    if step > 1:                                     # interior zeros: [O, 1] -> [O, step]
+        s = list(g.shape)
+        s.insert(dim + 1, 1)
+        pads = [(0, 0)] * len(s)
+        pads[dim + 1] = (0, step - 1)
+        s2 = list(g.shape)
+        s2[dim] = n
+        g = reshape(pad(reshape(g, s), pads), s2)
+    total = None
+    for k in range(size):
+        spec = [(0, d, 1) for d in g.shape]
+        spec[-1] = (k, k + 1, 1)
+        gk = reshape(slice_(g, spec), g.shape[:-1])
+        off = k * dilation
+        keep = min(n, length - off)
+        if keep < n:
+            spec = [(0, d, 1) for d in gk.shape]
+            spec[dim] = (0, keep, 1)
+            gk = slice_(gk, spec)
+        pads = [(0, 0)] * len(gk.shape)
+        pads[dim] = (off, length - off - keep)
+        gk = pad(gk, pads)
+        total = gk if total is None else add(total, gk)
+    return total
+
+
 # -- elementwise ----------------------------------------------------------------------
 def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
     try:
@@ -154,17 +283,58 @@ def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
         raise ShapeError(op, shapes, user_site(), "cannot broadcast") from None
 
 
-def elementwise(op: Op, *srcs: Node) -> Node:
-    """``op`` applied elementwise; operands are broadcast explicitly first."""
-    name = op.name.lower()
+#: elementwise op -> the kind of its dtype rule (see :func:`result_dtype`)
+_FLOAT_OPS = frozenset({Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP, Op.SIN,
+                        Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ATAN, Op.LOG1P, Op.EXPM1})
+_NO_BOOL = frozenset({Op.NEG, Op.ABS, Op.RELU, Op.SUB, Op.POW, Op.FLOORDIV, Op.MOD, Op.SHL,
+                      Op.SHR})
+
+
+def _dtype_error(op: Op, dts, why: str) -> DTypeError:
+    return DTypeError(f"{op.name.lower()}: {why}, got {[str(d) for d in dts]} "
+                      f"(traced at {user_site()})")
+
+
+def result_dtype(op: Op, *dts: str) -> tuple[str, str]:
+    """``(operand dtype, result dtype)`` of elementwise ``op`` on operands of ``dts``.
+
+    Operands are first promoted together (:func:`~.dtypes.promote_types`; ``WHERE``'s
+    mask is not). Then, as in PyTorch: comparisons give bool; ``DIV`` and the
+    transcendental ops (exp, log, sqrt, sin, sigmoid, ...) compute integer and bool
+    operands in float32; bitwise ops take integers and bool only (shifts: integers);
+    ``NEG``, ``ABS``, ``RELU``, ``SUB``, ``POW``, ``FLOORDIV``, ``MOD`` reject bool.
+
+    Raises:
+        DTypeError: a combination PyTorch rejects too.
+    """
     if op is Op.WHERE:
-        name = "where"
-    if any(s.dtype != "float32" for s in srcs) and op is not Op.CAST:
-        raise TypeError(f"{name}: operands must be float32, got "
-                        f"{[s.dtype for s in srcs]} (traced at {user_site()})")
+        if dts[0] != "bool":
+            raise _dtype_error(op, dts, "the condition must be a bool tensor")
+        dts = dts[1:]
+    common = dts[0]
+    for d in dts[1:]:
+        common = dtypes.promote_types(common, d).name
+    if op in _NO_BOOL and common == "bool":
+        raise _dtype_error(op, dts, "not supported on bool tensors (use ~, ^ or "
+                                    "logical_not for logic)")
+    if op in BITWISE and dtypes.is_floating(common):
+        raise _dtype_error(op, dts, "needs integer or bool tensors")
+    if op in _FLOAT_OPS or op is Op.DIV:
+        common = common if dtypes.is_floating(common) else "float32"
+    return common, ("bool" if op in COMPARE else common)
+
+
+def elementwise(op: Op, *srcs: Node) -> Node:
+    """``op`` applied elementwise; operands are broadcast explicitly first and cast to the
+    operand dtype of :func:`result_dtype` (``CAST`` nodes)."""
+    name = op.name.lower()
+    assert op is not Op.CAST
+    operand, out = result_dtype(op, *[s.dtype for s in srcs])
     shape = broadcast_shape(name, *[s.shape for s in srcs])
+    first = 1 if op is Op.WHERE else 0
+    srcs = [s if i < first else cast(s, operand) for i, s in enumerate(srcs)]
     srcs = [expand(s, shape) for s in srcs]
-    return _emit(op, srcs, shape, "float32")
+    return _emit(op, srcs, shape, out)
 
 
 def unary(op: Op, x: Node) -> Node:
@@ -177,22 +347,35 @@ def binary(op: Op, a: Node, b: Node) -> Node:
     return elementwise(op, a, b)
 
 
-def cast(x: Node, dtype: str) -> Node:
-    """``x`` converted to ``dtype`` (``"float32"`` or ``"int32"``; float -> int truncates)."""
+def cast(x: Node, dtype) -> Node:
+    """``x`` converted to ``dtype``: float -> int truncates toward zero, anything -> bool is
+    ``!= 0``, float32 -> float16/bfloat16 rounds to nearest even. Differentiable between
+    floating dtypes only (the gradient is cast back)."""
+    dtype = dtypes.name(dtype)
     if dtype == x.dtype:
         return x
     return TRACER.emit(Node(Op.CAST, (x,), x.shape, dtype, dtype, user_site(),
-                            TRACER.grad_enabled and x.requires_grad and dtype == "float32"))
+                            TRACER.grad_enabled and x.requires_grad
+                            and dtypes.is_floating(dtype)))
 
 
 def where(mask: Node, a: Node, b: Node) -> Node:
-    """``a`` where ``mask`` is nonzero, else ``b`` (all broadcast together)."""
+    """``a`` where ``mask`` (bool) is true, else ``b`` (all broadcast together; ``a`` and
+    ``b`` promoted to one dtype)."""
     return elementwise(Op.WHERE, mask, a, b)
 
 
 # -- reductions and contraction -------------------------------------------------------
 def reduce(op: Op, x: Node, axes) -> Node:
-    """``SUM`` or ``RMAX`` over ``axes``; reduced dims stay as size 1."""
+    """``SUM`` or ``RMAX`` over ``axes``; reduced dims stay as size 1. The result has
+    ``x``'s dtype (the front end sums integers and bool as int64, like PyTorch); float16
+    and bfloat16 accumulate in float32 and round once.
+
+    Raises:
+        DTypeError: ``SUM`` of bool (cast it to an integer first).
+    """
+    if op is Op.SUM and x.dtype == "bool":
+        raise _dtype_error(op, [x.dtype], "sum of bool needs a cast to an integer dtype")
     nd = len(x.shape)
     axes = tuple(sorted({_norm_dim(a, nd, op.name.lower(), x.shape) for a in axes}))
     if not axes or nd == 0:
@@ -204,8 +387,13 @@ def dot(a: Node, b: Node) -> Node:
     """Matrix product ``a @ b`` for ``a [..., M, K]`` and ``b [..., K, N]``.
 
     1-D operands follow numpy (a vector is promoted to a matrix, then the added dim is
-    removed); batch dims broadcast.
+    removed); batch dims broadcast. Operands are promoted to one dtype (bool is rejected,
+    as in PyTorch); float16/bfloat16 accumulate in float32, integers in int32.
     """
+    dt = dtypes.promote_types(a.dtype, b.dtype).name
+    if dt == "bool":
+        raise _dtype_error(Op.DOT, [a.dtype, b.dtype], "not supported on bool tensors")
+    a, b = cast(a, dt), cast(b, dt)
     if len(a.shape) == 0 or len(b.shape) == 0:
         raise ShapeError("matmul", [a.shape, b.shape], user_site(),
                          "operands must have >= 1 dim")
@@ -222,7 +410,7 @@ def dot(a: Node, b: Node) -> Node:
     batch = broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
     a = expand(a, batch + a.shape[-2:])
     b = expand(b, batch + b.shape[-2:])
-    out = _emit(Op.DOT, (a, b), batch + (a.shape[-2], b.shape[-1]), "float32")
+    out = _emit(Op.DOT, (a, b), batch + (a.shape[-2], b.shape[-1]), dt)
     if squeeze:
         shape = list(out.shape)
         for d in sorted(squeeze):
@@ -233,10 +421,12 @@ def dot(a: Node, b: Node) -> Node:
 
 # -- indexing -------------------------------------------------------------------------
 def gather(table: Node, idx: Node) -> Node:
-    """Rows of ``table [N, ...]`` picked by ``idx`` (int32, any shape): ``[*idx.shape, ...]``."""
-    if idx.dtype != "int32" or len(table.shape) < 1:
+    """Rows of ``table [N, ...]`` picked by ``idx`` (int32 or int64, any shape):
+    ``[*idx.shape, ...]``."""
+    if not dtypes.is_integral(idx.dtype) or len(table.shape) < 1:
         raise ShapeError("gather", [table.shape, idx.shape], user_site(),
-                         "needs a table with >= 1 dim and int32 indices")
+                         f"needs a table with >= 1 dim and int32/int64 indices, got "
+                         f"{idx.dtype} indices")
     return _emit(Op.GATHER, (table, idx), idx.shape + table.shape[1:], table.dtype)
 
 
@@ -257,8 +447,8 @@ def neg(a): return unary(Op.NEG, a)
 
 
 def scale(a: Node, c: float) -> Node:
-    """``a * c`` for a Python number ``c``."""
-    return mul(a, const(c, a.shape))
+    """``a * c`` for a Python number ``c`` (in ``a``'s dtype if floating, else float32)."""
+    return mul(a, const(c, a.shape, a.dtype if dtypes.is_floating(a.dtype) else "float32"))
 
 
 def swap_last(a: Node) -> Node:

@@ -5,56 +5,70 @@ parameters, optimizer state; device-resident, outlives programs) or a *traced va
 result of an op; its value exists once :func:`autodiff.execute` has run). Traced values
 made inside an ``ir_for`` body live for one iteration only; traced values made at the top
 level and still referenced when ``execute()`` runs keep their values and become variables.
+
+This module holds the core: identity, autograd, in-place updates and the arithmetic
+operators. The op families live in :mod:`autodiff.graph.mixins` (creation, elementwise,
+movement, reduce, indexing; tinygrad's layout) and are composed into :class:`Tensor`.
 """
 from __future__ import annotations
 
-import collections
 import numbers
 import weakref
 
 import numpy as np
 
 from ..errors import ShapeError
-from . import ops
+from . import dtypes, ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
+from .mixins import (CreationMixin, DTypeMixin, ElementwiseMixin, IndexingMixin,
+                     MovementMixin, ReduceMixin, ScanMixin, WindowMixin)
+from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
+from .mixins.dtype import binary as _promoted_binary, promoted as _promoted
 from .trace import TRACER, no_grad, user_site
-
-_DTYPES = {"float32": np.float32, "int32": np.int32}
-_rng = [np.random.default_rng(0)]
-
-MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
-
-
-def manual_seed(seed: int) -> None:
-    """Seed the generator used by ``randn``/``uniform``/module initialisation."""
-    _rng[0] = np.random.default_rng(seed)
-
-
-def default_rng() -> np.random.Generator:
-    return _rng[0]
 
 
 def _as_array(data, dtype=None) -> np.ndarray:
+    """``data`` as the host array of a tensor of ``dtype`` (default: the data's own dtype
+    where autodiff has it, see :func:`~autodiff.graph.dtypes.default_for`).
+
+    Raises:
+        TypeError: an unknown dtype.
+        OverflowError: int64 data outside the int32 storage.
+    """
     if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor
-        data = data.detach().cpu().numpy()
+        data = data.detach().cpu()
+        if str(data.dtype) == "torch.bfloat16":               # numpy has no bfloat16
+            dtype = dtype if dtype is not None else "bfloat16"
+            data = data.float()
+        data = data.numpy()
     arr = np.asarray(data)
-    if dtype is None:
-        dtype = "int32" if np.issubdtype(arr.dtype, np.integer) else "float32"
-    if dtype not in _DTYPES:
-        raise TypeError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-    return np.asarray(arr, dtype=_DTYPES[dtype], order="C")   # keeps 0-d arrays 0-d
+    dt = dtypes.get(dtype) if dtype is not None else dtypes.default_for(arr)
+    dtypes.check_range(arr, dt, "tensor data")
+    return dtypes.to_host(arr, dt)                             # keeps 0-d arrays 0-d
 
 
-class Tensor:
-    """An n-dimensional float32 (or int32) array on the device.
+#: the op-family mixins, in method-resolution order (one line to extend)
+MIXINS = (DTypeMixin, CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin,
+          ScanMixin, IndexingMixin, WindowMixin)
+
+
+class Tensor(*MIXINS):
+    """An n-dimensional array on the device, of one dtype (``autodiff.float32``,
+    ``int64``, ``bool``... see :mod:`autodiff.graph.dtypes`).
 
     Args:
-        data: array-like (numpy array, nested lists, a torch tensor); float data becomes
-            float32, integer data int32 unless ``dtype`` says otherwise.
-        requires_grad: whether ``backward()`` accumulates a gradient into ``.grad``.
-        dtype: ``"float32"`` or ``"int32"``.
+        data: array-like (numpy array, nested lists, a torch tensor). Its dtype is kept
+            where autodiff has it (bool, int32, int64, float32, float16, bfloat16); other
+            floats (float64) become float32, Python ints int64, other integers int32/int64.
+        requires_grad: whether ``backward()`` accumulates a gradient into ``.grad``
+            (floating dtypes only).
+        dtype: a dtype (``autodiff.int64``, ``"float16"``, ``torch.bool``...).
         name: shown by printers.
+
+    Raises:
+        TypeError: an unknown dtype, or ``requires_grad`` on a non-floating dtype.
+        OverflowError: int64 data outside the int32 storage.
     """
     __array_priority__ = 1000   # numpy scalars defer to our operators
 
@@ -70,12 +84,25 @@ class Tensor:
             self._var = Variable(_as_array(data, dtype), name)
             self._var.owner = weakref.ref(self)
             self.requires_grad = bool(requires_grad)
-            if self.requires_grad and self._var.dtype != "float32":
-                raise TypeError("only float32 tensors can require gradients")
+            if self.requires_grad and not dtypes.is_floating(self._var.dtype):
+                raise TypeError("only floating point tensors can require gradients, got "
+                                f"{self._var.dtype}")
         else:
             self.requires_grad = _node.requires_grad
             if TRACER.scope is TRACER.root:
                 TRACER.outputs.add(self)
+
+    # -- wrapping (used by the mixins) ------------------------------------------------
+    @staticmethod
+    def _wrap(node: Node) -> "Tensor":
+        """A traced tensor holding graph node ``node``."""
+        return Tensor(_node=node)
+
+    @staticmethod
+    def _lift(x) -> Node:
+        """The graph node of an operand: a Tensor's node, a constant for a Python number,
+        a new variable for a numpy array."""
+        return _node_of(x)
 
     # -- identity ---------------------------------------------------------------
     @property
@@ -94,8 +121,9 @@ class Tensor:
         return self._var.shape if self._var is not None else self._node.shape
 
     @property
-    def dtype(self) -> str:
-        return self._var.dtype if self._var is not None else self._node.dtype
+    def dtype(self) -> dtypes.DType:
+        """``autodiff.float32``, ... (equal to the name too: ``t.dtype == "float32"``)."""
+        return dtypes.get(self._var.dtype if self._var is not None else self._node.dtype)
 
     @property
     def ndim(self) -> int:
@@ -108,12 +136,58 @@ class Tensor:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def size(self, dim: int | None = None):
-        return self.shape if dim is None else self.shape[dim]
+        return self.shape if dim is None else self.shape[self._dim(dim)]
 
     def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
     __hash__ = object.__hash__
+
+    # -- Python values: a variable's host value, never a traced tensor's --------------
+    def __bool__(self) -> bool:
+        v = self._host_value("bool", "Use autodiff.where(cond, a, b) for a choice that "
+                                     "depends on values.")
+        if v.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(v.reshape(()))
+
+    def __int__(self) -> int:
+        return int(self._host_scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._host_scalar("float"))
+
+    def __index__(self) -> int:
+        v = self._host_value("index", "Use .int() and a gather (nn.functional.embedding) "
+                                      "to index on the device.")
+        if v.size != 1 or v.dtype.kind not in "iu":
+            raise TypeError("only integer tensors of a single element can be converted to "
+                            "an index")
+        return int(v.reshape(()))
+
+    def _host_scalar(self, conversion: str):
+        v = self._host_value(conversion, "Use .int() / .float() for a cast on the device.")
+        if v.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return v.reshape(()).item()
+
+    def _host_value(self, conversion: str, instead: str) -> np.ndarray:
+        """The value for a Python conversion: a variable's host value when it is current,
+        else :class:`~autodiff.errors.TracedValueError` (a traced tensor; a variable inside
+        an ``ir_for`` body or assigned by the program being traced)."""
+        from ..errors import TracedValueError
+        if self._var is None:
+            what = f"a traced tensor ({self._node!r} traced at {self._node.site})"
+        elif TRACER.scope is not TRACER.root:
+            what = "a variable inside an ir_for() body (its value changes per iteration)"
+        elif self._var in TRACER.root.assigned:
+            what = "a variable assigned by the program being traced (its host value is " \
+                   "from before that program)"
+        else:
+            return self.numpy()
+        raise TracedValueError(conversion, what, user_site(), instead)
 
     def numpy(self) -> np.ndarray:
         """The current value (a copy). Traced values have one only after ``execute()``."""
@@ -153,7 +227,8 @@ class Tensor:
         if not root.requires_grad:
             raise RuntimeError("backward(): tensor does not require grad")
         with no_grad():
-            seed = ops.const(1.0, root.shape) if gradient is None else _node_of(gradient)
+            seed = (ops.const(1.0, root.shape, root.dtype) if gradient is None
+                    else ops.cast(_node_of(gradient), root.dtype))
             if seed.shape != root.shape:
                 raise ShapeError("backward", [root.shape, seed.shape], user_site())
             _backward(root, seed, _accumulate)
@@ -173,6 +248,9 @@ class Tensor:
 
     # -- in-place updates -----------------------------------------------------------
     def _set(self, value: Node) -> "Tensor":
+        """Replace this tensor's value by ``value`` (same shape): a variable gets an
+        ``ASSIGN``; a traced tensor simply names the new node from here on (out of place:
+        tensors derived from the old value keep it)."""
         if value.shape != self.shape:
             raise ShapeError("assign", [self.shape, value.shape], user_site())
         if self._var is not None:
@@ -183,6 +261,7 @@ class Tensor:
             TRACER.assign(self._var, value, self.requires_grad)
         else:
             self._node, self._scope = value, TRACER.scope
+            self._generation = TRACER.generation
             self.requires_grad = value.requires_grad
         return self
 
@@ -190,23 +269,28 @@ class Tensor:
         return self._set(ops.expand(_node_of(src), self.shape))
 
     def add_(self, other, alpha: float = 1.0) -> "Tensor":
-        o = _node_of(other)
-        return self._set(ops.add(self.node, o if alpha == 1 else ops.scale(o, alpha)))
+        if alpha != 1:
+            other = (_wrap(ops.scale(other.node, alpha)) if isinstance(other, Tensor)
+                     and other.is_floating_point() else _bin(Op.MUL, other, alpha))
+        return self._set_promoted(self + other)
 
     def sub_(self, other, alpha: float = 1.0) -> "Tensor":
         return self.add_(other, -alpha)
 
     def mul_(self, other) -> "Tensor":
-        return self._set(ops.mul(self.node, _node_of(other)))
+        return self._set_promoted(self * other)
 
     def div_(self, other) -> "Tensor":
-        return self._set(ops.div(self.node, _node_of(other)))
+        return self._set_promoted(self / other)
 
     def zero_(self) -> "Tensor":
-        return self._set(ops.const(0.0, self.shape))
+        return self._set(ops.const(0, self.shape, self.dtype))
 
     def fill_(self, value: float) -> "Tensor":
-        return self._set(ops.const(value, self.shape))
+        if dtypes.is_scalar(value):
+            return self._set(ops.const(value.item() if hasattr(value, "item") else value,
+                                       self.shape, self.dtype))
+        return self._set(ops.expand(ops.cast(_node_of(value), self.dtype), self.shape))
 
     def __iadd__(self, o): return self.add_(o)
     def __isub__(self, o): return self.sub_(o)
@@ -245,201 +329,12 @@ class Tensor:
     def div(self, o): return self / o
     def pow(self, o): return self ** o
     def matmul(self, o): return matmul(self, o)
-    def maximum(self, o): return _bin(Op.MAX, self, o)
-    def minimum(self, o): return _bin(Op.MIN, self, o)
     def lt(self, o): return self < o
     def le(self, o): return self <= o
     def gt(self, o): return self > o
     def ge(self, o): return self >= o
     def eq(self, o): return self == o
     def ne(self, o): return self != o
-
-    def exp(self): return _un(Op.EXP, self)
-    def log(self): return _un(Op.LOG, self)
-    def exp2(self): return _un(Op.EXP2, self)
-    def log2(self): return _un(Op.LOG2, self)
-    def sqrt(self): return _un(Op.SQRT, self)
-    def rsqrt(self): return _un(Op.RSQRT, self)
-    def reciprocal(self): return _un(Op.RECIP, self)
-    def sin(self): return _un(Op.SIN, self)
-    def cos(self): return _un(Op.COS, self)
-    def tanh(self): return _un(Op.TANH, self)
-    def sigmoid(self): return _un(Op.SIGMOID, self)
-    def relu(self): return _un(Op.RELU, self)
-    def abs(self): return _un(Op.ABS, self)
-    def erf(self): return _un(Op.ERF, self)
-    def sign(self): return _un(Op.SIGN, self)
-    def neg(self): return -self
-    def square(self): return self * self
-
-    def clamp(self, min=None, max=None):
-        out = self
-        if min is not None:
-            out = out.maximum(min)
-        if max is not None:
-            out = out.minimum(max)
-        return out
-
-    clip = clamp
-
-    def float(self) -> "Tensor":
-        return _wrap(ops.cast(self.node, "float32"))
-
-    def int(self) -> "Tensor":
-        return _wrap(ops.cast(self.node, "int32"))
-
-    def to(self, dtype) -> "Tensor":
-        return _wrap(ops.cast(self.node, str(np.dtype(dtype)) if dtype is not None else self.dtype))
-
-    # -- reductions -----------------------------------------------------------------
-    def sum(self, dim=None, keepdim: bool = False) -> "Tensor":
-        """Sum over ``dim`` (an int, a tuple, or None for all dims)."""
-        return _reduce(Op.SUM, self, dim, keepdim)
-
-    def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
-        s = self.sum(dim, keepdim)
-        return s * (s.numel() / self.numel()) if self.numel() else s
-
-    def var(self, dim=None, keepdim: bool = False, unbiased: bool = True,
-            correction: int | None = None) -> "Tensor":
-        corr = correction if correction is not None else (1 if unbiased else 0)
-        n = self.numel() // max(self.mean(dim, keepdim=True).numel(), 1)
-        d = self - self.mean(dim, keepdim=True)
-        return (d * d).sum(dim, keepdim) * (1.0 / max(n - corr, 1))
-
-    def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
-        return _reduce(Op.RMAX, self, dim, keepdim)
-
-    def amin(self, dim=None, keepdim: bool = False) -> "Tensor":
-        return -(-self).amax(dim, keepdim)
-
-    def max(self, dim=None, keepdim: bool = False):
-        """Maximum of all elements (``dim=None``, a scalar tensor), or ``(values, indices)``
-        along ``dim`` like ``torch.max`` (indices: int32, first maximal position)."""
-        if dim is None:
-            return self.amax()
-        if isinstance(dim, Tensor):
-            return self.maximum(dim)
-        return _select(self, self.amax(dim, keepdim=True), dim, keepdim)
-
-    def min(self, dim=None, keepdim: bool = False):
-        if dim is None:
-            return self.amin()
-        if isinstance(dim, Tensor):
-            return self.minimum(dim)
-        return _select(self, self.amin(dim, keepdim=True), dim, keepdim)
-
-    def argmax(self, dim: int, keepdim: bool = False) -> "Tensor":
-        return _argext(self, self.amax(dim, keepdim=True), dim, keepdim)
-
-    # -- movement -------------------------------------------------------------------
-    def reshape(self, *shape) -> "Tensor":
-        return _wrap(ops.reshape(self.node, _shape_args(shape)))
-
-    view = reshape
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        s = list(self.shape)
-        if not s:
-            return self.reshape(1)
-        a, b = start_dim % len(s), end_dim % len(s)
-        return self.reshape(*s[:a], -1, *s[b + 1:])
-
-    def permute(self, *dims) -> "Tensor":
-        return _wrap(ops.permute(self.node, _shape_args(dims)))
-
-    def transpose(self, dim0: int, dim1: int) -> "Tensor":
-        perm = list(range(self.ndim))
-        perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-        return self.permute(*perm)
-
-    @property
-    def T(self) -> "Tensor":
-        return self.permute(*reversed(range(self.ndim)))
-
-    @property
-    def mT(self) -> "Tensor":
-        return self.transpose(-2, -1)
-
-    def t(self) -> "Tensor":
-        return self.T
-
-    def broadcast_to(self, *shape) -> "Tensor":
-        return _wrap(ops.expand(self.node, _shape_args(shape)))
-
-    expand = broadcast_to
-
-    def expand_as(self, other: "Tensor") -> "Tensor":
-        return self.broadcast_to(other.shape)
-
-    def unsqueeze(self, dim: int) -> "Tensor":
-        s = list(self.shape)
-        s.insert(dim % (len(s) + 1), 1)
-        return self.reshape(*s)
-
-    def squeeze(self, dim=None) -> "Tensor":
-        s = list(self.shape)
-        if dim is None:
-            return self.reshape(*[d for d in s if d != 1])
-        dims = {d % len(s) for d in ((dim,) if isinstance(dim, int) else dim)}
-        return self.reshape(*[d for i, d in enumerate(s) if not (i in dims and d == 1)])
-
-    def contiguous(self) -> "Tensor":
-        return self
-
-    def index(self, dim: int, start: int, stop: int) -> "Tensor":
-        """Elements ``start:stop`` of dim ``dim`` (the original project's ``index``)."""
-        spec = [(0, d, 1) for d in self.shape]
-        spec[dim % self.ndim] = (start, stop, 1)
-        return _wrap(ops.slice_(self.node, spec))
-
-    def __getitem__(self, key) -> "Tensor":
-        if isinstance(key, Tensor):
-            return _wrap(ops.gather(self.node, key.node))
-        key = key if isinstance(key, tuple) else (key,)
-        if sum(k is Ellipsis for k in key) > 1:
-            raise IndexError("only one Ellipsis allowed")
-        n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-        if n_real > self.ndim:
-            raise ShapeError("getitem", [self.shape], user_site(), f"too many indices: {key}")
-        if any(k is Ellipsis for k in key):
-            i = next(j for j, k in enumerate(key) if k is Ellipsis)
-            key = key[:i] + (slice(None),) * (self.ndim - n_real) + key[i + 1:]
-        else:
-            key = key + (slice(None),) * (self.ndim - n_real)
-        spec, out_shape, d = [], [], 0
-        for k in key:
-            if k is None:
-                out_shape.append(1)
-                continue
-            size = self.shape[d]
-            if isinstance(k, slice):
-                if k.step not in (None, 1):
-                    raise ShapeError("getitem", [self.shape], user_site(),
-                                     f"slice step {k.step} is not supported")
-                a, b, _ = k.indices(size)
-                b = max(a, b)
-                spec.append((a, b, 1))
-                out_shape.append(b - a)
-            elif isinstance(k, numbers.Integral):
-                i = int(k) + size if k < 0 else int(k)
-                if not 0 <= i < size:
-                    raise ShapeError("getitem", [self.shape], user_site(),
-                                     f"index {k} out of range for dim {d} of size {size}")
-                spec.append((i, i + 1, 1))
-            else:
-                raise TypeError(f"unsupported index {k!r}")
-            d += 1
-        return _wrap(ops.reshape(ops.slice_(self.node, spec), out_shape))
-
-    # -- activations and helpers used by nn ---------------------------------------------
-    def softmax(self, dim: int = -1) -> "Tensor":
-        e = (self - self.amax(dim, keepdim=True).detach()).exp()
-        return e / e.sum(dim, keepdim=True)
-
-    def log_softmax(self, dim: int = -1) -> "Tensor":
-        z = self - self.amax(dim, keepdim=True).detach()
-        return z - z.exp().sum(dim, keepdim=True).log()
 
 
 # -- module-level helpers --------------------------------------------------------------
@@ -450,66 +345,21 @@ def _wrap(node: Node) -> Tensor:
 def _node_of(x, like: Node | None = None) -> Node:
     if isinstance(x, Tensor):
         return x.node
-    if isinstance(x, (numbers.Number, np.number)) or (isinstance(x, np.ndarray) and x.ndim == 0):
-        return ops.const(float(x), ())
+    if dtypes.is_scalar(x):
+        x = x.item() if isinstance(x, (np.ndarray, np.generic)) else x
+        return ops.const(x, (), dtypes.scalar_dtype(x))
     if isinstance(x, np.ndarray):
         return Tensor(x).node
     raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
 
 def _bin(op: Op, a, b) -> Tensor:
-    return _wrap(ops.binary(op, _node_of(a), _node_of(b)))
+    """``op(a, b)`` with PyTorch's type promotion (Python scalars are weak)."""
+    return _promoted_binary(op, a, b)
 
 
 def _un(op: Op, a: Tensor) -> Tensor:
     return _wrap(ops.unary(op, a.node))
-
-
-def _dims(t: Tensor, dim) -> list[int]:
-    if dim is None:
-        return list(range(t.ndim))
-    return [dim] if isinstance(dim, int) else list(dim)
-
-
-def _reduce(op: Op, t: Tensor, dim, keepdim: bool) -> Tensor:
-    dims = _dims(t, dim)
-    node = ops.reduce(op, t.node, dims)
-    if not keepdim:
-        keep = {d % max(t.ndim, 1) for d in dims}
-        node = ops.reshape(node, [d for i, d in enumerate(t.shape) if i not in keep])
-    return _wrap(node)
-
-
-def _argext(t: Tensor, values: Tensor, dim: int, keepdim: bool) -> Tensor:
-    """Index of the first element equal to ``values`` along ``dim`` (int32)."""
-    n = t.shape[dim]
-    shape = [1] * t.ndim
-    shape[dim % t.ndim] = n
-    rev = Tensor(np.arange(n, 0, -1, dtype=np.float32).reshape(shape))   # n .. 1
-    with no_grad():
-        hit = where(t == values, rev, 0.0)
-        first = (n - hit.amax(dim, keepdim=keepdim))
-    return first.int()
-
-
-def _select(t: Tensor, values: Tensor, dim: int, keepdim: bool) -> MaxResult:
-    """``(values, indices)`` of ``torch.max/min(t, dim)`` given the extreme ``values``
-    (keepdim). As in torch, the gradient reaches only the element at the returned index,
-    not every tied element (``amax`` splits it among ties)."""
-    idx = _argext(t, values, dim, keepdim=True)
-    shape = [1] * t.ndim
-    shape[dim % t.ndim] = t.shape[dim]
-    pos = Tensor(np.arange(t.shape[dim], dtype=np.float32).reshape(shape))
-    with no_grad():
-        hit = pos == idx.float()
-    picked = where(hit, t, 0.0).sum(dim, keepdim=keepdim)   # one element plus zeros: exact
-    return MaxResult(picked, idx if keepdim else idx.squeeze(dim))
-
-
-def _shape_args(args) -> tuple:
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(args[0])
-    return tuple(args)
 
 
 def _accumulate(leaf: Node, g: Node) -> None:
@@ -528,44 +378,39 @@ def matmul(a, b) -> Tensor:
     return _wrap(ops.dot(_node_of(a), _node_of(b)))
 
 
-def where(cond, a, b) -> Tensor:
-    """``a`` where ``cond`` is nonzero, else ``b``; all three broadcast together."""
-    return _wrap(ops.where(_node_of(cond), _node_of(a), _node_of(b)))
+def where(condition, input, other) -> Tensor:
+    """``input`` where ``condition`` (a bool tensor) is true, else ``other``; all three
+    broadcast together, ``input`` and ``other`` promoted to one dtype (``torch.where``).
+    Either branch may be a Python number.
+
+    Raises:
+        DTypeError: ``condition`` is not bool.
+    """
+    _, (x, y) = _promoted(input, other)
+    return _wrap(ops.where(_node_of(condition), x, y))
 
 
 def concat(tensors, dim: int = 0) -> Tensor:
     """Tensors joined along ``dim`` (``torch.cat``)."""
-    return _wrap(ops.concat([t.node for t in tensors], dim))
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("cat(): expected a non-empty list of Tensors")
+    return tensors[0].cat(*tensors[1:], dim=dim)
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
-    return concat([t.unsqueeze(dim) for t in tensors], dim)
+    """Tensors of one shape joined along a new dim ``dim`` (``torch.stack``)."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack(): expected a non-empty list of Tensors")
+    return tensors[0].stack(*tensors[1:], dim=dim)
 
 
-def zeros(*shape, requires_grad: bool = False, dtype: str = "float32") -> Tensor:
-    return Tensor(np.zeros(_shape_args(shape)), requires_grad, dtype)
-
-
-def ones(*shape, requires_grad: bool = False, dtype: str = "float32") -> Tensor:
-    return Tensor(np.ones(_shape_args(shape)), requires_grad, dtype)
-
-
-def full(shape, value: float, requires_grad: bool = False, dtype: str = "float32") -> Tensor:
-    return Tensor(np.full(tuple(shape), value), requires_grad, dtype)
-
-
-def randn(*shape, requires_grad: bool = False, seed: int | None = None) -> Tensor:
-    """Standard normal samples; ``seed`` or the global generator (:func:`manual_seed`)."""
-    rng = np.random.default_rng(seed) if seed is not None else _rng[0]
-    return Tensor(rng.standard_normal(_shape_args(shape)), requires_grad)
-
-
-def uniform(*shape, low: float = 0.0, high: float = 1.0, requires_grad: bool = False,
-            seed: int | None = None) -> Tensor:
-    """Samples from U[low, high); ``seed`` or the global generator."""
-    rng = np.random.default_rng(seed) if seed is not None else _rng[0]
-    return Tensor(rng.uniform(low, high, _shape_args(shape)), requires_grad)
+# torch.* creation functions, bound from the creation mixin's class methods
+zeros, ones, full, randn, uniform = Tensor.zeros, Tensor.ones, Tensor.full, Tensor.randn, \
+    Tensor.uniform
 
 
 def tensor(data, requires_grad: bool = False, dtype: str | None = None) -> Tensor:
+    """A variable holding a copy of ``data`` (``torch.tensor``)."""
     return Tensor(data, requires_grad, dtype)

@@ -72,7 +72,15 @@ class Tracer:
     def read(self, var: Variable, requires_grad: bool) -> Node:
         """The node holding ``var``'s value at this point of the program."""
         node = self.scope.current.get(var)
-        if node is None:
+        if node is None and getattr(self.scope, "hoist", False):
+            # an ir_if branch or scan body (graph/control.py): the enclosing scope's value
+            inner, self.scope = self.scope, self.scope.parent
+            try:
+                node = self.read(var, requires_grad)
+            finally:
+                self.scope = inner
+            inner.current[var] = node
+        elif node is None:
             node = self.emit(Node(Op.LOAD, (), var.shape, var.dtype, var, user_site(),
                                   requires_grad))
             self.scope.current[var] = node

@@ -1,16 +1,45 @@
 """Neural-network modules and losses, spelled like ``torch.nn``."""
-from . import functional
-from .activation import GELU, LogSoftmax, Softmax
+from . import functional, init, utils
+from .activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh,
+                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, SiLU, Softmax,
+                         Softmax2d, Softmin, Softplus, Softsign)
 from .attention import MultiheadAttention
-from .dropout import Dropout
+from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .embedding import Embedding
-from .layers import Identity, Linear, ModuleList, ReLU, Sequential, Sigmoid, Tanh
+from .layers import Bilinear, Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
 from .loss import CrossEntropyLoss, MSELoss, mse_loss
 from .module import Module, Parameter
-from .normalization import LayerNorm
+from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d,
+                            InstanceNorm2d, LayerNorm, RMSNorm)
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d,
+                      ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d,
+                      ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+                      ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                      AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
+                      PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d,
+                      UpsamplingNearest2d)
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Identity",
            "Sequential", "ModuleList", "MSELoss", "mse_loss", "functional", "GELU", "Softmax",
            "LogSoftmax", "MultiheadAttention", "Dropout", "Embedding", "CrossEntropyLoss",
            "LayerNorm", "TransformerEncoder", "TransformerEncoderLayer"]
+# -- model coverage (issue 16) ------------------------------------------------------------
+__all__ += ["init", "utils", "ModuleDict", "ParameterList", "ParameterDict", "Conv1d",
+            "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "Dropout1d", "Dropout2d",
+            "Dropout3d", "Bilinear", "Flatten", "Unflatten", "BatchNorm1d", "BatchNorm2d",
+            "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm",
+            "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
+            "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
+            "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+            "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d",
+            "MaxPool2d", "PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d",
+            "UpsamplingNearest2d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+            "CELU", "ELU", "GLU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
+            "LogSigmoid", "Mish", "PReLU", "ReLU6", "SiLU", "Softmax2d", "Softmin", "Softplus",
+            "Softsign"]

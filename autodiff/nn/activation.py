@@ -1,9 +1,12 @@
-"""Activation modules with PyTorch's names and defaults: ``GELU``, ``Softmax``, ``LogSoftmax``."""
+"""Activation modules with PyTorch's names, arguments and defaults (``ReLU``, ``Sigmoid`` and
+``Tanh`` live in :mod:`.layers`); each calls its ``autodiff.nn.functional`` form."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..graph.tensor import Tensor
 from . import functional as F
-from .module import Module
+from .module import Module, Parameter
 
 
 class GELU(Module):
@@ -53,3 +56,114 @@ class LogSoftmax(Softmax):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(x, -1 if self.dim is None else self.dim)
+
+
+# -- one module per functional activation (torch.nn's names, arguments and defaults) -------
+class _Elementwise(Module):
+    """An activation module calling ``F.<fn>`` with the constructor's keyword arguments."""
+    fn = ""
+    args: tuple = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        names = [a for a, _ in self.args]
+        values = dict(self.args)
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} arguments")
+        values.update(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in values:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                                f"'{k}'")
+            values[k] = v
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return getattr(F, self.fn)(x, **{k: getattr(self, k) for k, _ in self.args})
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={getattr(self, k)}" for k, _ in self.args if k != "inplace")
+
+
+def _activation(name: str, fn: str, args=(), doc: str = ""):
+    return type(name, (_Elementwise,), {"fn": fn, "args": tuple(args), "__doc__": doc or (
+        f"``torch.nn.{name}``: :func:`autodiff.nn.functional.{fn}` elementwise "
+        f"({', '.join(f'{k}={v!r}' for k, v in args) or 'no arguments'}).")})
+
+
+LeakyReLU = _activation("LeakyReLU", "leaky_relu", [("negative_slope", 0.01), ("inplace", False)])
+ELU = _activation("ELU", "elu", [("alpha", 1.0), ("inplace", False)])
+CELU = _activation("CELU", "celu", [("alpha", 1.0), ("inplace", False)])
+SELU = _activation("SELU", "selu", [("inplace", False)])
+SiLU = _activation("SiLU", "silu", [("inplace", False)])
+Mish = _activation("Mish", "mish", [("inplace", False)])
+Softplus = _activation("Softplus", "softplus", [("beta", 1.0), ("threshold", 20.0)])
+Softsign = _activation("Softsign", "softsign")
+Hardtanh = _activation("Hardtanh", "hardtanh", [("min_val", -1.0), ("max_val", 1.0),
+                                                ("inplace", False)])
+ReLU6 = _activation("ReLU6", "relu6", [("inplace", False)])
+Hardsigmoid = _activation("Hardsigmoid", "hardsigmoid", [("inplace", False)])
+Hardswish = _activation("Hardswish", "hardswish", [("inplace", False)])
+LogSigmoid = _activation("LogSigmoid", "logsigmoid")
+GLU = _activation("GLU", "glu", [("dim", -1)])
+
+
+class Softmin(Softmax):
+    """``torch.nn.Softmin``: ``softmax(-x)`` along ``dim`` (``None``: the last dim)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmin(x, -1 if self.dim is None else self.dim)
+
+
+class Softmax2d(Module):
+    """``torch.nn.Softmax2d``: softmax over the channels (dim -3) of ``[N, C, H, W]`` or
+    ``[C, H, W]``.
+
+    Raises:
+        ValueError: not 3-D or 4-D.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input with 3 or 4 dims, got {x.ndim}")
+        return F.softmax(x, -3)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` where ``x > 0``, else ``weight * x``, as ``torch.nn.functional.prelu``:
+    ``weight`` has one value, or one per channel (dim 1 of ``input``; dim 0 of a 1-D input).
+
+    Raises:
+        ValueError: ``weight``'s size is neither 1 nor the channel count.
+    """
+    n = weight.numel()
+    if n != 1:
+        c = input.shape[1] if input.ndim >= 2 else input.shape[0]
+        if n != c:
+            raise ValueError(f"prelu: weight has {n} values, the input {c} channels")
+        if input.ndim >= 2:
+            weight = weight.reshape(n, *([1] * (input.ndim - 2)))
+    else:
+        weight = weight.reshape(())
+    return input.where(input > 0, input * weight)
+
+
+class PReLU(Module):
+    """``torch.nn.PReLU``: ``x`` where ``x > 0``, else ``weight * x``, with a learned
+    ``weight [num_parameters]`` (``init``), one per channel (dim 1) or shared (1).
+
+    Raises:
+        ValueError: ``num_parameters`` does not match the input's channels.
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25):
+        super().__init__()
+        self.num_parameters = int(num_parameters)
+        self.weight = Parameter(np.full(self.num_parameters, init, np.float32))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

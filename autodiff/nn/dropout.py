@@ -1,7 +1,8 @@
 """``Dropout`` with a device-side counter-based generator (``Op.RAND``, Philox-4x32-10)."""
 from __future__ import annotations
 
-from ..graph.tensor import Tensor, default_rng
+from ..graph import ops
+from ..graph.tensor import Tensor, _wrap, default_rng, where
 from ..graph.trace import TRACER
 from . import functional as F
 from .module import Module
@@ -71,3 +72,44 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+def _channel_dropout(x: Tensor, p: float, seed: int, stream: int, batched_ndim: int,
+                     name: str) -> Tensor:
+    """Zero whole channels: one draw per ``[N, C]`` (or ``[C]`` unbatched), broadcast over
+    the trailing (spatial) dims."""
+    if x.ndim not in (batched_ndim - 1, batched_ndim):
+        raise ValueError(f"{name}: expected {batched_ndim - 1}-D or {batched_ndim}-D input, "
+                         f"got {x.ndim}-D input of shape {list(x.shape)}")
+    lead = 2 if x.ndim == batched_ndim else 1
+    if p == 1.0:
+        return x * 0.0
+    u = _wrap(ops.rand(x.shape[:lead] + (1,) * (x.ndim - lead), seed, stream))
+    return x * where(u >= p, 1.0 / (1.0 - p), 0.0)
+
+
+class _DropoutNd(Dropout):
+    batched_ndim = 3
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        seed, stream = self.rng.next()
+        return _channel_dropout(x, self.p, seed, stream, self.batched_ndim,
+                                type(self).__name__)
+
+
+class Dropout1d(_DropoutNd):
+    """``torch.nn.Dropout1d``: zero whole channels of ``[N, C, L]`` (or ``[C, L]``) with
+    probability ``p``, scale the rest by ``1 / (1 - p)``; identity in ``eval()``."""
+    batched_ndim = 3
+
+
+class Dropout2d(_DropoutNd):
+    """``torch.nn.Dropout2d``: zero whole channels of ``[N, C, H, W]`` (or ``[C, H, W]``)."""
+    batched_ndim = 4
+
+
+class Dropout3d(_DropoutNd):
+    """``torch.nn.Dropout3d``: zero whole channels of ``[N, C, D, H, W]``."""
+    batched_ndim = 5

@@ -11,7 +11,9 @@ import numbers
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..graph import ops
+from ..graph.trace import user_site
 from ..graph.tensor import Tensor, _wrap, default_rng, where
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -73,6 +75,137 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return x.log_softmax(dim)
 
 
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    return input.where(input > 0, input * negative_slope)
+
+
+def _expm1_neg(x: Tensor) -> Tensor:
+    """``expm1(x)`` where ``x <= 0``, 0 elsewhere: the negative branch of ELU-like functions,
+    kept finite (its gradient too) where the other branch is taken."""
+    return x.where(x <= 0, 0.0).expm1()
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``alpha (exp(x) - 1)``."""
+    return input.where(input > 0, _expm1_neg(input) * alpha)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``alpha (exp(x / alpha) - 1)``."""
+    return input.where(input > 0, _expm1_neg(input * (1.0 / alpha)) * alpha)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with the constants of Klambauer et al. (2017)."""
+    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x sigmoid(x)``."""
+    return input * input.sigmoid()
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta x > threshold``."""
+    bx = input * beta
+    safe = bx.minimum(threshold)
+    return input.where(bx > threshold, safe.exp().log1p() * (1.0 / beta))
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x tanh(softplus(x))``."""
+    return input * softplus(input).tanh()
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1.0)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    """``x`` clamped to ``[min_val, max_val]``; the gradient is 1 strictly inside (PyTorch)."""
+    out = input.where(input > min_val, min_val)
+    return out.where(input < max_val, max_val)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """``hardtanh(x, 0, 6)``."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x / 6 + 1/2`` on ``(-3, 3)``, 0 below, 1 above."""
+    return hardtanh(input * (1.0 / 6.0) + 0.5, 0.0, 1.0)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x (x + 3) / 6`` on ``[-3, 3]``, 0 below, ``x`` above."""
+    mid = input * (input + 3.0) * (1.0 / 6.0)
+    return input.where(input > 3.0, mid).where(input >= -3.0, 0.0)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))`` (no overflow)."""
+    return input.minimum(0.0) - (-input.abs()).exp().log1p()
+
+
+def softmin(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    """``softmax(-x)`` along ``dim``."""
+    return (-input).softmax(-1 if dim is None else dim, dtype)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """``a sigmoid(b)`` for the halves ``a``, ``b`` of ``dim`` (its size must be even).
+
+    Raises:
+        RuntimeError: the size of ``dim`` is odd.
+    """
+    n = input.shape[input._dim(dim)]
+    if n % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {dim} is "
+                           f"size {n}")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out=None) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim`` (PyTorch's
+    formula; operands broadcast). As in PyTorch the clamp is invisible to the gradient:
+    the norms' gradient is that of the unclamped norms."""
+    def norm(x):
+        n = x.norm(2, dim, keepdim=True)
+        return n + (n.clamp(min=eps) - n).detach()
+    return ((x1 / norm(x1)) * (x2 / norm(x2))).sum(dim)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """``[*tensor.shape, num_classes]`` integer tensor with a 1 at each index.
+
+    Raises:
+        RuntimeError: ``num_classes`` is -1 for a traced tensor (the class count would
+            depend on the data).
+    """
+    if num_classes < 0:
+        if tensor._var is None:
+            raise RuntimeError("one_hot: give num_classes for a traced tensor (the class count "
+                               "would depend on its values)")
+        num_classes = int(tensor.numpy().max()) + 1 if tensor.numel() else 0
+    hit = tensor.float().unsqueeze(-1) == Tensor(np.arange(num_classes, dtype=np.float32))
+    return hit.int()
+
+
 # -- layers --------------------------------------------------------------------------------
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias``: ``x [..., in]``, ``weight [out, in]``, ``bias [out]``.
@@ -101,13 +234,14 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
         eps: added to the variance.
 
     Raises:
-        ValueError: the trailing dims of ``x`` are not ``normalized_shape``.
+        ShapeError: (a ValueError) the trailing dims of ``x`` are not ``normalized_shape``;
+            names the shapes and the user's ``file:line``.
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) \
         else tuple(normalized_shape)
     if tuple(x.shape[len(x.shape) - len(shape):]) != tuple(shape) or len(shape) > x.ndim:
-        raise ValueError(f"layer_norm: input shape {list(x.shape)} does not end with "
-                         f"normalized_shape {list(shape)}")
+        raise ShapeError("layer_norm", [x.shape, shape], user_site(),
+                         "the input shape does not end with normalized_shape")
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     d = x - x.mean(dims, keepdim=True)
     y = d * ((d * d).mean(dims, keepdim=True) + eps).rsqrt()
@@ -149,17 +283,18 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
 
 
 def embedding(idx, weight: Tensor) -> Tensor:
-    """Rows of ``weight [num, dim]`` picked by int32 ``idx`` (any shape): ``[*idx.shape, dim]``.
+    """Rows of ``weight [num, dim]`` picked by int32/int64 ``idx`` (any shape):
+    ``[*idx.shape, dim]``.
 
     An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add).
 
     Raises:
-        TypeError: ``idx`` is not int32.
+        TypeError: ``idx`` is not int32 or int64.
     """
-    idx = _tensor(idx, "int32") if not isinstance(idx, Tensor) else idx
-    if idx.dtype != "int32":
-        raise TypeError(f"embedding: indices must be int32, got {idx.dtype}")
-    return weight[idx]
+    idx = _tensor(idx, "int64") if not isinstance(idx, Tensor) else idx
+    if idx.dtype not in ("int32", "int64"):
+        raise TypeError(f"embedding: indices must be int32 or int64, got {idx.dtype}")
+    return _wrap(ops.gather(weight.node, idx.node))
 
 
 # -- attention --------------------------------------------------------------------------
@@ -246,65 +381,189 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
 
 # -- losses ---------------------------------------------------------------------------------
-def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: str = "mean",
+def _class_last(input: Tensor, target: Tensor | None = None):
+    """``[N, C, d1, ...]`` -> ``[N, d1, ..., C]`` (and a probability target alike)."""
+    if input.ndim > 2:
+        input = input.movedim(1, -1)
+        if target is not None and target.dtype == "float32" and target.ndim == input.ndim:
+            target = target.movedim(1, -1)
+    return input, target
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
+    """Per-element ``w[t] * logp[t]`` (class dim last) and ``w[t]`` (0 where ignored)."""
+    n_cls = logp.shape[-1]
+    if target.dtype not in ("int32", "int64"):
+        raise TypeError(f"class targets must be int32 or int64, got {target.dtype}")
+    if tuple(target.shape) != tuple(logp.shape[:-1]):
+        raise ShapeError("cross_entropy", [logp.shape, target.shape], user_site(),
+                         f"class targets must have shape {list(logp.shape[:-1])}")
+    t = target.float()
+    one_hot = t.unsqueeze(-1) == Tensor(np.arange(n_cls, dtype=np.float32))     # [..., C]
+    valid = (t != float(ignore_index)).float()                                  # [...]
+    w = valid if weight is None else (one_hot.float() * weight).sum(-1) * valid
+    # where(), not one_hot * logp: a masked class (logit -inf) must not make 0 * -inf
+    return where(one_hot, logp, 0.0).sum(-1) * w, w
+
+
+def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities (``torch.nn.functional.nll_loss``).
+
+    Args:
+        input: float32 log-probabilities ``[N, C]``, ``[N, C, d1, ...]`` or ``[C]``.
+        target: int32 class indices ``[N]`` (``[N, d1, ...]``, ``[]``).
+        weight: optional float32 ``[C]`` class weights.
+        ignore_index: targets equal to it add nothing and do not count in the mean.
+        reduction: ``"mean"`` (divided by the summed weights of the non-ignored targets),
+            ``"sum"`` or ``"none"``.
+
+    Raises:
+        ValueError: shapes do not fit, or a bad ``reduction``.
+        TypeError: targets are not int32.
+    """
+    _check_reduction(reduction)
+    target = _tensor(target)
+    if input.ndim == 1:
+        out = nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index,
+                       None, reduction)
+        return out.squeeze(0) if reduction == "none" else out
+    logp, _ = _class_last(input)
+    loss, w = _picked(logp, target, weight, ignore_index)
+    if reduction == "none":
+        return -loss
+    return -loss.sum() if reduction == "sum" else -loss.sum() / w.sum()
+
+
+def cross_entropy(input: Tensor, target, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """Cross-entropy from logits, as ``torch.nn.functional.cross_entropy`` (no class weights).
+    """Cross-entropy from logits, as ``torch.nn.functional.cross_entropy``.
+
+    With label smoothing ``e`` the loss is ``(1 - e) nll + e / C * smooth`` where ``smooth``
+    is ``-sum_c w_c logp_c`` (PyTorch's formula, weights included; the mean divides both
+    terms by the summed target weights).
 
     Args:
         input: float32 logits ``[N, C]``, ``[N, C, d1, ...]`` or ``[C]``.
         target: int32 class indices ``[N]`` (``[N, d1, ...]``, ``[]``), e.g. from an int32
             Feeder; or float32 class probabilities of ``input``'s shape.
+        weight: optional float32 ``[C]`` class weights.
         ignore_index: targets equal to it add nothing and do not count in the mean.
-        reduction: ``"mean"`` (over the non-ignored targets), ``"sum"`` or ``"none"``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         label_smoothing: in ``[0, 1]``: mixes the target with the uniform distribution.
 
     Returns:
         A scalar float32 tensor (``[N, d1, ...]`` for ``reduction="none"``).
 
     Raises:
-        ValueError: shapes do not fit, or bad ``reduction`` / ``label_smoothing``.
+        ShapeError: (a ValueError) shapes do not fit; names them and the user's
+            ``file:line``.
+        ValueError: bad ``reduction`` / ``label_smoothing``.
         TypeError: index targets are not int32.
     """
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    _check_reduction(reduction)
     target = _tensor(target)
     if input.ndim == 1:                                   # unbatched: [C] and []
-        out = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), ignore_index,
-                            reduction, label_smoothing)
+        out = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), weight, None,
+                            ignore_index, None, reduction, label_smoothing)
         return out.squeeze(0) if reduction == "none" else out
     n_cls = input.shape[1]
-    if input.ndim > 2:                                    # class dim last
-        input = input.permute(0, *range(2, input.ndim), 1)
-        if target.dtype == "float32" and target.ndim == input.ndim:
-            target = target.permute(0, *range(2, target.ndim), 1)
+    input, target = _class_last(input, target)
     logp = input.log_softmax(-1)
-    batch_shape = input.shape[:-1]
+    wlogp = logp if weight is None else logp * weight
     if target.dtype == "float32":                         # class probabilities
         if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets {list(target.shape)} must "
-                             f"match the logits {list(input.shape)}")
+            raise ShapeError("cross_entropy", [input.shape, target.shape], user_site(),
+                             "probability targets must match the logits")
         if label_smoothing:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_cls
-        return reduce_loss(-(target * logp).sum(-1), reduction)
-    if target.dtype != "int32":
-        raise TypeError(f"cross_entropy: class targets must be int32, got {target.dtype}")
-    if tuple(target.shape) != tuple(batch_shape):
-        raise ValueError(f"cross_entropy: targets {list(target.shape)} do not fit logits "
-                         f"{list(input.shape)} (expected {list(batch_shape)})")
-    t = target.float().unsqueeze(-1)
-    one_hot = t == Tensor(np.arange(n_cls, dtype=np.float32))         # [..., C]
-    valid = target.float() != float(ignore_index)                      # [...]
-    loss = -(one_hot * logp).sum(-1) * valid
+        return reduce_loss(-(target * wlogp).sum(-1), reduction)
+    picked, w = _picked(logp, target, weight, ignore_index)
+    loss = -picked
     if label_smoothing:
-        smooth = -logp.sum(-1) * valid
+        valid = target.float() != float(ignore_index)
+        smooth = where(valid, -wlogp.sum(-1), 0.0)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_cls)
     if reduction == "none":
         return loss
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / valid.sum()
+    return loss.sum() / w.sum()
+
+
+def _reduce(x: Tensor, weight, reduction: str) -> Tensor:
+    return reduce_loss(x if weight is None else x * weight, reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``-(t log x + (1 - t) log(1 - x))`` with each log clamped to ``>= -100`` (PyTorch),
+    for probabilities ``input`` in ``[0, 1]`` and ``target`` of the same shape."""
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"binary_cross_entropy: target {list(target.shape)} must have the "
+                         f"input's shape {list(input.shape)}")
+    lx = input.log().clamp(min=-100.0)
+    l1x = (1.0 - input).log().clamp(min=-100.0)
+    return _reduce(-(target * lx + (1.0 - target) * l1x), weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
+                                     weight: Tensor | None = None, size_average=None,
+                                     reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """``binary_cross_entropy(sigmoid(x), t)`` computed stably from logits:
+    ``(1 - t) x + (1 + (p - 1) t) softplus(-x)`` with ``p = pos_weight`` (default 1)."""
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"binary_cross_entropy_with_logits: target {list(target.shape)} must "
+                         f"have the input's shape {list(input.shape)}")
+    sp = (-input.abs()).exp().log1p() + (-input).relu()          # softplus(-x)
+    lw = 1.0 if pos_weight is None else (pos_weight - 1.0) * target + 1.0
+    return _reduce((1.0 - target) * input + lw * sp, weight, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+            reduction: str = "mean") -> Tensor:
+    """Mean (or sum) absolute difference."""
+    return reduce_loss((input - target).abs(), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``l1`` at beta 0)."""
+    d = (input - target).abs()
+    if beta == 0:
+        return reduce_loss(d, reduction)
+    return reduce_loss((d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+               delta: float = 1.0) -> Tensor:
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    d = (input - target).abs()
+    return reduce_loss((d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta), reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """Pointwise KL divergence ``t (log t - x)`` for log-probabilities ``input`` (0 where
+    ``t = 0``; ``exp(t) (t - x)`` with ``log_target``). ``reduction="batchmean"`` divides
+    the sum by the batch size (the mathematically correct KL), ``"mean"`` by the element
+    count (PyTorch's default)."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = target.xlogy(target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return reduce_loss(loss, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -316,3 +575,25 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "linear", "layer_norm", "dropout",
            "embedding", "causal_mask", "additive_mask", "attention",
            "scaled_dot_product_attention", "cross_entropy", "mse_loss", "reduce_loss"]
+__all__ += ["leaky_relu", "elu", "celu", "selu", "silu", "softplus", "mish", "softsign",
+            "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid", "softmin", "glu",
+            "normalize", "cosine_similarity", "one_hot", "nll_loss", "binary_cross_entropy",
+            "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss",
+            "kl_div"]
+
+
+# -- model coverage (issue 16): padding, convolution, pooling, resampling, normalisation ----
+# Defined next to their modules; re-exported here under torch.nn.functional's names.
+from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
+from .padding import pad  # noqa: E402
+from .activation import prelu  # noqa: E402
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
+                      adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
+                      max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
+
+__all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
+            "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+            "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
+            "instance_norm", "rms_norm", "prelu"]

@@ -36,6 +36,13 @@ class Linear(Module):
 
 
 class ReLU(Module):
+    """``torch.nn.ReLU``: ``max(x, 0)``; ``inplace`` is accepted (values are never
+    modified in place)."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x): return x.relu()
 
 
@@ -48,38 +55,76 @@ class Tanh(Module):
 
 
 class Identity(Module):
+    """``torch.nn.Identity``: returns its input (constructor arguments are ignored)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
     def forward(self, x): return x
 
 
-class ModuleList(Module):
-    """Sub-modules in a list, children named ``0``, ``1``, ... (``torch.nn.ModuleList``)."""
+class Flatten(Module):
+    """``torch.nn.Flatten``: dims ``start_dim..end_dim`` merged into one (a view)."""
 
-    def __init__(self, modules=()):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        for m in modules:
-            self.append(m)
+        self.start_dim, self.end_dim = start_dim, end_dim
 
-    def append(self, module: Module) -> "ModuleList":
-        setattr(self, str(len(self._modules)), module)
-        return self
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
 
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-class Sequential(ModuleList):
-    """Modules applied in order; children are named ``0``, ``1``, ... as in PyTorch."""
+class Unflatten(Module):
+    """``torch.nn.Unflatten``: dim ``dim`` split into ``unflattened_size`` (one entry may be
+    -1).
 
-    def __init__(self, *mods: Module):
-        super().__init__(mods)
+    Raises:
+        ShapeError: the sizes do not multiply to the dim's size.
+    """
 
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        d = self.dim % x.ndim
+        return x.reshape(*x.shape[:d], *self.unflattened_size, *x.shape[d + 1:])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Bilinear(Module):
+    """``torch.nn.Bilinear``: ``y[..., o] = x1 @ weight[o] @ x2 + bias[o]``.
+
+    ``weight [out, in1, in2]``, ``bias [out]``, both U(-1/sqrt(in1), 1/sqrt(in1)) as
+    PyTorch. Inputs ``[..., in1]`` and ``[..., in2]`` -> ``[..., out]``; computed as one DOT
+    (``x1 @ weight`` laid out ``[in1, out * in2]``), a product with ``x2`` and a sum.
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True):
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in1_features) if in1_features else 0.0
+        self.weight = _uniform((out_features, in1_features, in2_features), bound)
+        self.bias = _uniform((out_features,), bound) if bias else None
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        o, i1, i2 = self.weight.shape
+        lead = x1.shape[:-1]
+        w = self.weight.permute(1, 0, 2).reshape(i1, o * i2)
+        t = (x1.reshape(-1, i1) @ w).reshape(-1, o, i2)
+        y = (t * x2.reshape(-1, 1, i2)).sum(-1).reshape(*lead, o)
+        return y + self.bias if self.bias is not None else y
+
+    def extra_repr(self) -> str:
+        return f"in1_features={self.in1_features}, in2_features={self.in2_features}, " \
+               f"out_features={self.out_features}, bias={self.bias is not None}"
+
+
+from .containers import ModuleList, Sequential  # noqa: E402  (kept importable from here)

@@ -36,5 +36,5 @@ class CrossEntropyLoss(Module):
         self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target) -> Tensor:
-        return cross_entropy(input, target, self.ignore_index, self.reduction,
-                             self.label_smoothing)
+        return cross_entropy(input, target, ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)

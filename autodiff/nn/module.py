@@ -1,6 +1,8 @@
-"""``Module``: parameters and sub-modules registered in definition order, like ``torch.nn``."""
+"""``Module``: parameters, buffers and sub-modules registered in definition order, like
+``torch.nn.Module`` (names, traversal order, ``state_dict`` keys and order)."""
 from __future__ import annotations
 
+import collections
 from collections import OrderedDict
 
 import numpy as np
@@ -15,21 +17,41 @@ class Parameter(Tensor):
         super().__init__(data, requires_grad=requires_grad, dtype="float32", name=name)
 
 
+class StateDictError(KeyError, RuntimeError):
+    """``load_state_dict(strict=True)`` found missing or unexpected keys (a ``RuntimeError``
+    as in PyTorch, and a ``KeyError``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+#: what ``load_state_dict`` returns, as PyTorch's ``_IncompatibleKeys``
+IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
 class Module:
     """Base class of layers. Assigning a ``Parameter`` or a ``Module`` attribute registers
-    it; ``parameters()`` lists them in definition order (deterministic)."""
+    it; ``parameters()`` lists them in definition order (deterministic), a module's own
+    before its children's, as PyTorch does."""
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before assigning attributes")
+        if name in self._buffers and (value is None or isinstance(value, Tensor)) \
+                and not isinstance(value, Parameter):
+            self._buffers[name] = value                   # rebinding a registered buffer
+            object.__setattr__(self, name, value)
+            return
         for d in (self._parameters, self._modules, self._buffers):
             d.pop(name, None)
+        self._non_persistent_buffers_set.discard(name)
         if isinstance(value, Parameter):
             self._parameters[name] = value
             value.name = value.name or name
@@ -39,10 +61,84 @@ class Module:
             self._modules[name] = value
         object.__setattr__(self, name, value)
 
-    def register_buffer(self, name: str, value: Tensor) -> None:
-        """A non-trained tensor saved in the state dict (e.g. running statistics)."""
-        self._buffers[name] = value
-        object.__setattr__(self, name, value)
+    def __delattr__(self, name) -> None:
+        for d in (self._parameters, self._modules, self._buffers):
+            d.pop(name, None)
+        self._non_persistent_buffers_set.discard(name)
+        object.__delattr__(self, name)
+
+    # -- registration ------------------------------------------------------------------
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A non-trained tensor of the module (running statistics, constant tables).
+
+        Buffers are variables: updated in place inside a traced loop they are loop-carried,
+        like parameters. ``persistent=False`` keeps it out of ``state_dict()``.
+
+        Raises:
+            KeyError: ``name`` is empty, dotted, or already a non-buffer attribute.
+            TypeError: ``tensor`` is neither a Tensor nor None.
+        """
+        if not name or "." in name:
+            raise KeyError(f"buffer name can't be empty or contain \".\", got {name!r}")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (autodiff Tensor or None required)")
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+        if tensor is not None and tensor._var is not None and tensor._var.name is None:
+            tensor._var.name = name
+        object.__setattr__(self, name, tensor)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add ``param`` (or None: a declared but absent parameter) as ``name``."""
+        if param is None:
+            self._parameters.pop(name, None)
+            object.__setattr__(self, name, None)
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (autodiff.nn.Parameter or None required)")
+        setattr(self, name, param)
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        """Add ``module`` as the child ``name`` (``None`` removes nothing, sets None)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if module is None:
+            self._modules.pop(name, None)
+            object.__setattr__(self, name, None)
+            return
+        setattr(self, name, module)
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> "Module":
+        """The sub-module at dotted path ``target`` (``""``: this module).
+
+        Raises:
+            AttributeError: no such sub-module.
+        """
+        m = self
+        for part in target.split(".") if target else []:
+            if part not in m._modules:
+                raise AttributeError(f"{type(m).__name__} has no attribute `{part}`")
+            m = m._modules[part]
+        return m
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path ``target``."""
+        mod, _, name = target.rpartition(".")
+        m = self.get_submodule(mod)
+        if name not in m._parameters:
+            raise AttributeError(f"{type(m).__name__} has no parameter `{name}`")
+        return m._parameters[name]
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError
@@ -51,36 +147,76 @@ class Module:
         return self.forward(*args, **kwargs)
 
     # -- traversal -------------------------------------------------------------------
-    def named_modules(self, prefix: str = ""):
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True):
+        """``(dotted name, module)`` pairs, this module first (pre-order); a module
+        reachable twice is listed once unless ``remove_duplicate`` is False."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
-            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+            if m is not None:
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                                           remove_duplicate)
+
+    def named_children(self):
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
 
     def children(self):
-        return iter(self._modules.values())
+        return (m for _, m in self.named_children())
 
     def modules(self):
         return (m for _, m in self.named_modules())
 
-    def named_parameters(self, prefix: str = ""):
-        """``(dotted name, Parameter)`` pairs in definition order, each parameter once."""
+    def _named_members(self, get, prefix: str, recurse: bool, remove_duplicate: bool = True):
         seen = set()
-        for mname, m in self.named_modules(prefix):
-            for pname, p in m._parameters.items():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    yield (f"{mname}.{pname}" if mname else pname), p
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, t in get(m):
+                if t is None or (remove_duplicate and id(t) in seen):
+                    continue
+                seen.add(id(t))
+                yield (f"{mname}.{name}" if mname else name), t
 
-    def parameters(self):
-        return [p for _, p in self.named_parameters()]
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True):
+        """``(dotted name, Parameter)`` pairs in definition order, each parameter once."""
+        return self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                   remove_duplicate)
 
-    def named_buffers(self):
-        for mname, m in self.named_modules():
-            for bname, b in m._buffers.items():
-                yield (f"{mname}.{bname}" if mname else bname), b
+    def parameters(self, recurse: bool = True) -> list:
+        return [p for _, p in self.named_parameters(recurse=recurse)]
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True):
+        """``(dotted name, buffer)`` pairs, persistent or not."""
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> list:
+        return [b for _, b in self.named_buffers(recurse=recurse)]
+
+    def apply(self, fn) -> "Module":
+        """Call ``fn(module)`` on every child (recursively), then on this module, as
+        ``torch.nn.Module.apply`` (e.g. custom initialisation). Returns ``self``."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
 
     # -- modes -------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
@@ -88,30 +224,79 @@ class Module:
     def eval(self) -> "Module":
         return self.train(False)
 
-    def zero_grad(self) -> None:
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """Freeze (``False``) or unfreeze every parameter. A frozen parameter is a constant
+        for ``backward()``: no gradient work is traced for it, and optimizers skip it."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.parameters():
             p.grad = None
 
-    # -- state ---------------------------------------------------------------------------
-    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
-        """Parameter and buffer values by PyTorch-style dotted name (numpy copies)."""
-        out = OrderedDict((n, p.numpy()) for n, p in self.named_parameters())
-        out.update((n, b.numpy()) for n, b in self.named_buffers())
-        return out
-
-    def load_state_dict(self, state, strict: bool = True) -> None:
-        """Set values from ``{name: array}`` (numpy arrays or torch tensors).
+    def to(self, *args, **kwargs) -> "Module":
+        """Accepted for PyTorch scripts (``model.to(device)``): returns ``self`` unchanged.
+        The device is chosen by :func:`autodiff.execute`; everything is float32.
 
         Raises:
-            KeyError: with ``strict``, names missing or unexpected.
+            TypeError: a dtype other than float32 is asked for.
+        """
+        for a in list(args) + list(kwargs.values()):
+            if type(a).__name__ == "dtype" or isinstance(a, type):
+                try:
+                    ok = np.dtype(str(a).replace("torch.", "")) == np.float32
+                except TypeError:
+                    ok = False
+                if not ok:
+                    raise TypeError(f"Module.to: only float32 modules are supported, got {a}")
+        return self
+
+    def float(self) -> "Module":
+        return self
+
+    # -- state ---------------------------------------------------------------------------
+    def _state_items(self, prefix: str = ""):
+        """``(key, tensor)`` in PyTorch's ``state_dict`` order: a module's parameters,
+        then its persistent buffers, then each child's (recursively)."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                yield prefix + name, b
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m._state_items(f"{prefix}{name}.")
+
+    def state_dict(self, destination=None, prefix: str = "",
+                   keep_vars: bool = False) -> "OrderedDict[str, np.ndarray]":
+        """Parameter and persistent buffer values by PyTorch's dotted names, in PyTorch's
+        order (numpy copies; ``keep_vars=True``: the tensors themselves)."""
+        out = OrderedDict() if destination is None else destination
+        for k, t in self._state_items(prefix):
+            out[k] = t if keep_vars else t.numpy()
+        return out
+
+    def load_state_dict(self, state, strict: bool = True, assign: bool = False):
+        """Set values from ``{name: array}`` (numpy arrays or torch tensors, e.g. a PyTorch
+        model's ``state_dict()``; integer buffers such as ``num_batches_tracked`` arrive as
+        int64 and are stored as int32).
+
+        Returns:
+            ``IncompatibleKeys(missing_keys, unexpected_keys)``.
+
+        Raises:
+            StateDictError: with ``strict``, names missing or unexpected (a ``KeyError`` and a
+                ``RuntimeError``).
             ValueError: a shape differs.
         """
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state]
         extra = [k for k in state if k not in own]
         if strict and (missing or extra):
-            raise KeyError(f"load_state_dict: missing {missing}, unexpected {extra}")
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}: "
+                                 f"missing {missing}, unexpected {extra}")
         for k, t in own.items():
             if k not in state:
                 continue
@@ -122,6 +307,7 @@ class Module:
             if t._var is None:
                 raise RuntimeError(f"load_state_dict: {k} is not a variable")
             t._var.value = arr.copy()
+        return IncompatibleKeys(missing, extra)
 
     def save(self, path) -> None:
         """Write the state dict to an ``.npz`` file."""

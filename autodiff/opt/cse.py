@@ -17,13 +17,18 @@ What may merge, and what may not:
   so nothing after the loop (or in another loop) merges into them.
 * ``RAND`` draws depend on the loop iteration: they merge only within one loop body.
 * Effects (``FEEDER``, ``RECEIVER``, ``ASSIGN``, ``FOR``) and unknown ops never merge.
+* Control flow: each sub-graph (an ``IF`` branch, a ``WHILE`` condition or body, a
+  ``SCAN`` body) is a scope like a loop body: its nodes may merge into values computed
+  before the node, and are forgotten when the sub-graph ends (nothing in the other branch
+  or after the node merges into them, so nothing is hoisted out of a branch). ``IF``,
+  ``WHILE``, ``SCAN``, ``ARG``, ``RESULT`` and ``INDEX`` never merge.
 """
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 
-from ..graph.ir import ELEMENTWISE, MOVEMENT, REDUCE, Graph, Node, Op
+from ..graph.ir import ELEMENTWISE, MOVEMENT, REDUCE, Graph, Node, Op, bodies
 from .rewrite import rebuild
 
 PURE = ELEMENTWISE | REDUCE | MOVEMENT | {Op.DOT, Op.GATHER, Op.SCATTER_ADD, Op.CONST}
@@ -56,7 +61,7 @@ def cse(graph: Graph) -> Graph:
     scope: list[int] = [0]            # id of the innermost loop (0: top level)
 
     def assigned(for_node: Node) -> set[int]:
-        return {n.arg.id for n in for_node.arg.body.walk() if n.op is Op.ASSIGN}
+        return {n.arg.id for g in bodies(for_node) for n in g.walk() if n.op is Op.ASSIGN}
 
     def enter(for_node: Node) -> None:
         for v in assigned(for_node):

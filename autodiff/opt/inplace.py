@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..graph.ir import EFFECT, ELEMENTWISE, Graph, Node, Op, captures
+from ..graph.ir import CONTROL, EFFECT, ELEMENTWISE, Graph, Node, Op, bodies, captures
 
 VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
 STORAGE = frozenset({Op.LOAD, Op.ASSIGN})
@@ -52,9 +52,10 @@ def _mark(g: Graph, outputs: set, marks: dict) -> None:
     index = {n.id: i for i, n in enumerate(g.nodes)}
     readers: dict[int, list[int]] = defaultdict(list)       # id -> indices of readers in g
     for i, n in enumerate(g.nodes):
-        if n.op is Op.FOR:
-            _mark(n.arg.body, set(), marks)
-            reads = captures(n.arg.body)
+        if n.op in CONTROL:
+            for sub in bodies(n):          # sub-graph outputs are read after the sub-graph
+                _mark(sub, {o.id for o in sub.outputs}, marks)
+            reads = list(n.srcs) + captures(n)
         else:
             reads = n.srcs
         for s in reads:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..graph.ir import EFFECT, ForArg, Graph, Node, Op
+from ..graph.ir import CONTROL, EFFECT, Graph, Node, Op, with_bodies
 
 _ANY = object()
 
@@ -133,7 +133,9 @@ def rebuild(graph: Graph, visit: Callable[[Node], Node], enter_loop=None, leave_
     that one), or a new node (whose new operands are placed first and visited too; the
     result is visited again, at most ``max_steps`` times). Effects (``ASSIGN``,
     ``RECEIVER``, ``FEEDER``) must be returned unchanged, so their program order stays.
-    ``enter_loop(for_node)`` / ``leave_loop(for_node)`` are called around each loop body.
+    ``enter_loop(node)`` / ``leave_loop(node)`` are called around each sub-graph of a
+    control node (a loop body, each branch of an ``IF``, a ``WHILE``'s condition and body);
+    sub-graph outputs are mapped like the nodes.
     ``outputs`` keep their positions. Side table ``inplace`` is dropped (node ids change);
     ``unused_feeders`` is kept (rewriting never makes a Feeder read).
 
@@ -165,17 +167,25 @@ def rebuild(graph: Graph, visit: Callable[[Node], Node], enter_loop=None, leave_
     def walk(g: Graph) -> list[Node]:
         out: list[Node] = []
         for n in g.nodes:
-            if n.op is Op.FOR:
-                if enter_loop is not None:
-                    enter_loop(n)
-                body = walk(n.arg.body)
-                if leave_loop is not None:
-                    leave_loop(n)
-                old = n.arg.body.nodes
-                if len(body) != len(old) or any(a is not b for a, b in zip(body, old)):
-                    n2 = n.replace(arg=ForArg(n.arg.range, Graph(body)))
-                else:
-                    n2 = n
+            if n.op in CONTROL:
+                subs, changed = [], False
+                for sub in n.arg.graphs():
+                    if enter_loop is not None:
+                        enter_loop(n)
+                    body = walk(sub)
+                    if leave_loop is not None:
+                        leave_loop(n)
+                    outs = [mapped.get(o.id, o) for o in sub.outputs]
+                    changed |= (len(body) != len(sub.nodes)
+                                or any(a is not b for a, b in zip(body, sub.nodes))
+                                or any(a is not b for a, b in zip(outs, sub.outputs)))
+                    subs.append(Graph(body, outs))
+                srcs = tuple(mapped.get(s.id, s) for s in n.srcs)
+                n2 = n
+                if changed:
+                    n2 = with_bodies(n, subs)
+                if any(a is not b for a, b in zip(srcs, n.srcs)):
+                    n2 = n2.replace(srcs=srcs)
                 out.append(n2)
                 placed.add(n2.id)
                 mapped[n.id] = n2

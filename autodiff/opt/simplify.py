@@ -4,7 +4,8 @@ Every rule is one ``(pattern, replacement)`` entry of a :class:`~.rewrite.Patter
 applied bottom-up over the graph and repeated to a fixed point (at most ``max_sweeps``
 sweeps). Rules are grouped by what they may change:
 
-* ``CONST_FOLD``, ``UNARY``, ``ALGEBRA``, ``VIEWS`` run always. They are exact under IEEE
+* ``CONST_FOLD``, ``UNARY``, ``ALGEBRA``, ``RANGES``, ``VIEWS`` run always (``RANGES``:
+  comparisons decided by the value ranges of loop indices, integer casts that round-trip). They are exact under IEEE
   754 (NaN, infinities and the sign of zero included), except that a folded constant is the
   correctly rounded value where the device might accumulate (``sum``/``dot`` of constants
   becomes ``c * n``; the device's own sum may differ in the last bits).
@@ -18,7 +19,8 @@ sweeps). Rules are grouped by what they may change:
 
 Constants are scalar fills (``CONST`` nodes): folding only ever produces a uniform fill, so
 no array constants appear. Values are computed with the reference semantics of
-:mod:`autodiff.graph.reference` in float32.
+:mod:`autodiff.graph.reference` in each node's dtype (bool and integer constants fold too;
+sums and products of constants fold for float32 only).
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..graph import dtypes
 from ..graph.ir import ELEMENTWISE, Graph, Node, Op
-from ..graph.reference import KERNELS
+from ..graph.reference import kernel
 from .rewrite import Pat, PatternMatcher, const, cvar, rebuild, same_value, var
 
 LOG2E = float(np.float32(math.log2(math.e)))
@@ -42,9 +45,11 @@ def _f32(x) -> float:
 
 
 def _const(like: Node, value, shape=None, dtype=None) -> Node:
-    """A ``CONST`` node filled with ``value``, traced at ``like``'s site."""
-    return Node(Op.CONST, (), like.shape if shape is None else tuple(shape),
-                like.dtype if dtype is None else dtype, value, like.site)
+    """A ``CONST`` node filled with ``value`` (as its dtype's Python type), traced at
+    ``like``'s site."""
+    dtype = like.dtype if dtype is None else dtype
+    return Node(Op.CONST, (), like.shape if shape is None else tuple(shape), dtype,
+                dtypes.check_scalar(value, dtype), like.site)
 
 
 def _new(like: Node, op: Op, srcs, arg=None) -> Node:
@@ -59,9 +64,11 @@ def _reduced_count(n: Node, x: Node) -> int:
 # -- constant folding -------------------------------------------------------------------
 def _fold_elementwise(ctx, n: Node) -> Node:
     with np.errstate(all="ignore"):
-        args = [np.full((1,), s.arg, dtype=s.dtype) for s in n.srcs]
-        r = np.asarray(KERNELS[n.op](n)(*args)).astype(n.dtype)
-    return _const(n, r.reshape(-1)[0].item())
+        args = [np.full((1,), s.arg, dtype=dtypes.storage(s.dtype)) for s in n.srcs]
+        r = kernel(n)(*args).reshape(-1)[:1]
+    if dtypes.is_floating(n.dtype):
+        r = r.astype(np.float32)
+    return _const(n, r[0].item())
 
 
 def _fold_sum(ctx, n: Node, c: Node):
@@ -72,6 +79,8 @@ def _fold_sum(ctx, n: Node, c: Node):
 
 
 def _fold_dot(ctx, n: Node, a: Node, b: Node):
+    if n.dtype != "float32":
+        return None
     k = a.shape[-1]
     return _const(n, _f32(_f32(float(a.arg) * float(b.arg)) * k) if k else 0.0)
 
@@ -81,7 +90,7 @@ def _fold_concat(ctx, n: Node):
     return _const(n, v) if all(same_value(s.arg, v) for s in n.srcs) else None
 
 
-_VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
+_VIEWS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.WINDOW})
 _C = Pat(Op.CONST)
 
 CONST_FOLD = PatternMatcher([
@@ -112,6 +121,8 @@ def _exact_reciprocal(c: float) -> float | None:
 
 
 def _div_by_pow2(ctx, n: Node, x: Node, c: Node):
+    if n.dtype != "float32":        # 1/c may not be a normal float16/bfloat16
+        return None
     r = _exact_reciprocal(float(c.arg))
     return None if r is None else _new(n, Op.MUL, (x, _const(c, r)))
 
@@ -150,6 +161,72 @@ ALGEBRA = PatternMatcher([
 ])
 
 
+# -- value ranges of loop indices (exact) ------------------------------------------------
+_EXACT = 2 ** 24           # integers of at most this magnitude are exact in float32
+
+
+@lru_cache(maxsize=1 << 16)
+def value_range(n: Node) -> tuple[float, float] | None:
+    """Smallest and largest value ``n`` can take, where it follows from loop indices and
+    constants (``INDEX``, ``CONST``, casts, ``+ - *``, ``where``, views), else None.
+    Values are integers of at most ``2**24`` in magnitude (exact in float32)."""
+    op = n.op
+    if op is Op.INDEX:
+        r = n.arg.bounds()
+    elif op is Op.CONST:
+        v = float(n.arg)
+        r = (v, v) if math.isfinite(v) and v == int(v) else None
+    elif op in _VIEWS or op is Op.CAST:
+        r = value_range(n.srcs[0])
+    elif op in (Op.ADD, Op.SUB, Op.MUL):
+        a, b = value_range(n.srcs[0]), value_range(n.srcs[1])
+        if a is None or b is None:
+            return None
+        if op is Op.ADD:
+            r = (a[0] + b[0], a[1] + b[1])
+        elif op is Op.SUB:
+            r = (a[0] - b[1], a[1] - b[0])
+        else:
+            p = [x * y for x in a for y in b]
+            r = (min(p), max(p))
+    elif op is Op.WHERE:
+        a, b = value_range(n.srcs[1]), value_range(n.srcs[2])
+        r = None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    else:
+        return None
+    return r if r is not None and max(abs(r[0]), abs(r[1])) <= _EXACT else None
+
+
+_DECIDE = {Op.CMPLT: lambda a, b: (a[1] < b[0], a[0] >= b[1]),
+           Op.CMPLE: lambda a, b: (a[1] <= b[0], a[0] > b[1]),
+           Op.CMPGT: lambda a, b: (a[0] > b[1], a[1] <= b[0]),
+           Op.CMPGE: lambda a, b: (a[0] >= b[1], a[1] < b[0]),
+           Op.CMPEQ: lambda a, b: (a[0] == a[1] == b[0] == b[1], a[1] < b[0] or b[1] < a[0]),
+           Op.CMPNE: lambda a, b: (a[1] < b[0] or b[1] < a[0], a[0] == a[1] == b[0] == b[1])}
+
+
+def _decided(ctx, n: Node, a: Node, b: Node):
+    """A comparison the operands' ranges decide: always true or always false."""
+    ra, rb = value_range(a), value_range(b)
+    if ra is None or rb is None:
+        return None
+    true, false = _DECIDE[n.op](ra, rb)
+    return _const(n, 1.0 if n.dtype == "float32" else True) if true else \
+        _const(n, 0.0 if n.dtype == "float32" else False) if false else None
+
+
+def _cast_back(ctx, n: Node, x: Node):
+    """An integer cast to float and back, exact over its range."""
+    exact = n.srcs[0].dtype in ("float32", "int32")
+    return x if exact and x.dtype == n.dtype and value_range(x) is not None else None
+
+
+RANGES = PatternMatcher([
+    (Pat(frozenset(_DECIDE), srcs=(var("a"), var("b")), name="n"), _decided),
+    (Pat(Op.CAST, srcs=(Pat(Op.CAST, srcs=(var("x"),)),), name="n"), _cast_back),
+])
+
+
 # -- movement-op folding (views of views, identity views) -------------------------------
 def _permute(ctx, n: Node, x: Node):
     perm = n.arg
@@ -165,12 +242,16 @@ def _permute(ctx, n: Node, x: Node):
 
 
 def _slice_of_slice(ctx, n: Node, y: Node):
+    """Element ``j`` of the outer slice is ``a2 + s2*j`` of the inner one, which is
+    element ``a1 + s1*(a2 + s2*j)`` of ``x``."""
     x = y.srcs[0]
-    spec = tuple((a1 + a2, a1 + b2, 1) for (a1, _, _), (a2, b2, _) in zip(y.arg, n.arg))
+    spec = tuple((a1 + s1 * a2, a1 + s1 * a2 + s1 * s2 * m, s1 * s2)
+                 for (a1, _, s1), (a2, _, s2), m in zip(y.arg, n.arg, n.shape))
     return _new(n, Op.SLICE, (x,), spec)
 
 
 _same_shape = lambda n: n.shape == n.srcs[0].shape     # noqa: E731
+_unit_slice = lambda n: _same_shape(n) and all(s == 1 for _, _, s in n.arg)   # noqa: E731
 
 VIEWS = PatternMatcher([
     (Pat(frozenset({Op.RESHAPE, Op.EXPAND}), srcs=(var("x"),), pred=_same_shape),
@@ -180,7 +261,7 @@ VIEWS = PatternMatcher([
     (Pat(Op.EXPAND, srcs=(Pat(Op.EXPAND, srcs=(var("x"),)),), name="n"),
      lambda ctx, n, x: _new(n, Op.EXPAND, (x,), n.arg)),
     (Pat(Op.PERMUTE, srcs=(var("x"),), name="n"), _permute),
-    (Pat(Op.SLICE, srcs=(var("x"),), pred=_same_shape), lambda ctx, x: x),
+    (Pat(Op.SLICE, srcs=(var("x"),), pred=_unit_slice), lambda ctx, x: x),
     (Pat(Op.SLICE, srcs=(Pat(Op.SLICE, name="y"),), name="n"), _slice_of_slice),
     (Pat(Op.PAD, srcs=(var("x"),), pred=_same_shape), lambda ctx, x: x),
 ])
@@ -223,7 +304,7 @@ EXP2 = PatternMatcher([
 @lru_cache(maxsize=None)
 def rules(fast_math: bool = False, prefer_exp2: bool = False) -> PatternMatcher:
     """The rule table for these options (constant folding first)."""
-    pm = CONST_FOLD + UNARY + ALGEBRA + VIEWS
+    pm = CONST_FOLD + UNARY + ALGEBRA + RANGES + VIEWS
     if fast_math:
         pm = pm + FAST_MATH
     if prefer_exp2:

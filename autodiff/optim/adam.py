@@ -1,17 +1,21 @@
 """Adam and AdamW with ``torch.optim.Adam``/``AdamW`` defaults and update rules.
 
-All state lives in variables updated in place under ``no_grad``, so inside ``ir_for`` it is
-loop-carried: ``exp_avg`` and ``exp_avg_sq`` (``max_exp_avg_sq`` with ``amsgrad``) per
-parameter, and one float32 step count ``step`` per parameter. The bias corrections
-``1 - beta ** step`` are computed on the device from the step tensor (``Op.POW``).
+State per parameter (variables, loop-carried inside ``ir_for``): ``step`` (float32 0-d),
+``exp_avg``, ``exp_avg_sq`` and, with ``amsgrad``, ``max_exp_avg_sq``. The bias corrections
+``1 - beta ** step`` are computed on the device from the step tensor
+(:func:`~.optimizer.one_minus_pow`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..graph.tensor import Tensor, zeros
-from ..graph.trace import no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check, number, one_minus_pow
+
+
+def check_betas(betas) -> None:
+    for i, b in enumerate(betas):
+        check(not number(b) or 0.0 <= b < 1.0, f"Invalid beta parameter at index {i}: {b}")
 
 
 class Adam(Optimizer):
@@ -19,71 +23,65 @@ class Adam(Optimizer):
 
     Per step ``t`` (counted from 1), with gradient ``g`` of parameter ``p``::
 
-        g = g + weight_decay * p                      (L2 penalty, if weight_decay)
+        g = g + weight_decay * p          (p = p * (1 - lr * weight_decay) if decoupled)
         m = m + (g - m) * (1 - beta1)
         v = v * beta2 + g * g * (1 - beta2)
         v_hat = max(v_max, v) if amsgrad else v
         p = p - lr / (1 - beta1**t) * m / (sqrt(v_hat) / sqrt(1 - beta2**t) + eps)
 
     Args:
-        params: parameters (variables that require grad).
-        lr: learning rate. betas: ``(beta1, beta2)``. eps: added to the denominator.
-        weight_decay: L2 penalty added to the gradient.
-        amsgrad: use the running maximum of ``v``.
-        maximize: ascend instead of descend.
+        params: parameters or parameter groups. lr: learning rate (a float, or a 0-d
+            tensor). betas: ``(beta1, beta2)``. eps: added to the denominator.
+        weight_decay: L2 penalty added to the gradient (``decoupled_weight_decay``: AdamW's
+            decay of the weights instead).
+        amsgrad: use the running maximum of ``v``. maximize: ascend instead of descend.
+        foreach, capturable, fused: accepted, no effect. differentiable: must be False.
 
     Raises:
         ValueError: a hyper-parameter is out of range.
     """
 
-    decoupled = False
+    state_keys = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
-        if lr < 0 or eps < 0 or weight_decay < 0:
-            raise ValueError(f"invalid lr {lr}, eps {eps} or weight_decay {weight_decay}")
-        if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
-            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None,
+                 decoupled_weight_decay: bool = False):
+        check(not number(lr) or lr >= 0.0, f"Invalid learning rate: {lr}")
+        check(eps >= 0.0, f"Invalid epsilon value: {eps}")
+        check_betas(betas)
+        check(weight_decay >= 0.0, f"Invalid weight_decay value: {weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
-        self.lr, self.betas, self.eps = float(lr), tuple(float(b) for b in betas), float(eps)
-        self.weight_decay, self.amsgrad, self.maximize = float(weight_decay), amsgrad, maximize
-        for p in self.params:
-            st = {"step": Tensor(np.zeros((), np.float32)), "exp_avg": zeros(*p.shape),
-                  "exp_avg_sq": zeros(*p.shape)}
-            if amsgrad:
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+
+    def init_state(self, p: Tensor, group: dict) -> dict:
+        st = {"step": Tensor(np.zeros((), np.float32)), "exp_avg": zeros(*p.shape),
+              "exp_avg_sq": zeros(*p.shape)}
+        if group["amsgrad"]:
+            st["max_exp_avg_sq"] = zeros(*p.shape)
+        return st
+
+    def update(self, p, g, group, st) -> None:
+        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+        step = st["step"].add_(1.0)
+        if wd:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1.0 - lr * wd)
+            else:
+                g = g + p * wd
+        m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
+        v = st["exp_avg_sq"].mul_(beta2).add_(g * g * (1.0 - beta2))
+        if group["amsgrad"]:
+            if "max_exp_avg_sq" not in st:
                 st["max_exp_avg_sq"] = zeros(*p.shape)
-            self.state[id(p)] = st
-
-    def step(self) -> None:
-        """Trace one update of every parameter that has a gradient."""
-        beta1, beta2 = self.betas
-        with no_grad():
-            for p in self.params:
-                g = p.grad
-                if g is None:
-                    continue
-                if self.maximize:
-                    g = -g
-                st = self.state[id(p)]
-                step = st["step"].add_(1.0)
-                if self.weight_decay:
-                    if self.decoupled:
-                        p.mul_(1.0 - self.lr * self.weight_decay)
-                    else:
-                        g = g + p * self.weight_decay
-                m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
-                v = st["exp_avg_sq"].mul_(beta2).add_(g * g, alpha=1.0 - beta2)
-                if self.amsgrad:
-                    v = st["max_exp_avg_sq"].copy_(st["max_exp_avg_sq"].maximum(v))
-                step_size = self.lr / (1.0 - beta1 ** step)
-                denom = v.sqrt() / (1.0 - beta2 ** step).sqrt() + self.eps
-                p.sub_(m / denom * step_size)
-
-    def state_tensors(self) -> list[Tensor]:
-        """Every state variable (for checkpointing or inspection)."""
-        return [t for st in self.state.values() for t in st.values()]
+            v = st["max_exp_avg_sq"].copy_(st["max_exp_avg_sq"].maximum(v))
+        step_size = lr / one_minus_pow(beta1, step)
+        denom = v.sqrt() / one_minus_pow(beta2, step).sqrt() + group["eps"]
+        p.sub_(m / denom * step_size)
 
 
 class AdamW(Adam):
@@ -93,8 +91,11 @@ class AdamW(Adam):
     Same arguments as :class:`Adam`; ``weight_decay`` defaults to ``0.01``.
     """
 
-    decoupled = True
-
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach=None, capturable: bool = False, differentiable: bool = False,
+                 fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -1,26 +1,271 @@
-"""Optimizer base: ``step()`` traces in-place updates of parameters and state variables."""
+"""Optimizer base: parameter groups, lazily created state variables, ``step()`` tracing the
+in-place updates, and ``state_dict()``/``load_state_dict()`` in PyTorch's layout.
+
+An optimizer's state (moments, step counts) is made of variables updated in place under
+``no_grad``, so inside ``ir_for`` it is loop-carried device state. A hyper-parameter of a
+group (``lr``, ``momentum``, ``betas``) is a Python float or a float32 0-d tensor: an
+:mod:`~autodiff.optim.lr_scheduler` replaces ``group["lr"]`` by a variable it updates on the
+device, and the update reads it like any other value.
+"""
 from __future__ import annotations
 
-from ..graph.tensor import Tensor
+import math
+import numbers
+
+import numpy as np
+
+from ..graph.tensor import Tensor, _as_array, where
+from ..graph.trace import no_grad
+
+
+class _ParamState(dict):
+    """``optimizer.state``: per-parameter state dicts, indexed by the parameter (as in
+    PyTorch) or by its ``id``; a missing entry reads as a new empty dict (PyTorch's
+    ``defaultdict(dict)``)."""
+
+    @staticmethod
+    def _key(k):
+        return id(k) if isinstance(k, Tensor) else k
+
+    def __getitem__(self, k): return dict.__getitem__(self, self._key(k))
+    def __setitem__(self, k, v): dict.__setitem__(self, self._key(k), v)
+    def __contains__(self, k): return dict.__contains__(self, self._key(k))
+    def get(self, k, default=None): return dict.get(self, self._key(k), default)
+
+    def __missing__(self, k):
+        v = {}
+        dict.__setitem__(self, k, v)
+        return v
+
+
+def _scalar(v):
+    """A group value for ``state_dict``: tensors become Python floats (their current
+    value), tuples element-wise."""
+    if isinstance(v, Tensor):
+        return float(v.numpy())
+    if isinstance(v, tuple):
+        return tuple(_scalar(x) for x in v)
+    return v
+
+
+def _keep_device_values(cur, new):
+    """The group value to store when loading ``new`` over ``cur``: a device-valued
+    hyper-parameter (a scheduler's variable, alone or in a tuple such as ``betas``) keeps
+    its variable, which takes the loaded value."""
+    if isinstance(cur, Tensor) and cur._var is not None:
+        cur._var.value = np.asarray(_as_array(new, "float32")).reshape(cur.shape)
+        return cur
+    if isinstance(cur, tuple) and isinstance(new, (tuple, list)) and len(cur) == len(new):
+        return tuple(_keep_device_values(c, n) for c, n in zip(cur, new))
+    return tuple(new) if isinstance(new, list) else new
+
+
+def check(cond: bool, msg: str) -> None:
+    """Raise ``ValueError(msg)`` unless ``cond`` (PyTorch's hyper-parameter checks)."""
+    if not cond:
+        raise ValueError(msg)
+
+
+def number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def nonzero(v) -> bool:
+    """Whether a hyper-parameter is in use: a device value (tensor) always is."""
+    return isinstance(v, Tensor) or bool(v)
+
+
+def pow_(beta, step: Tensor):
+    """``beta ** step`` on the device; a Python ``beta`` as ``exp(step * log(beta))`` with
+    the log taken in float64 on the host (accurate to a few float32 ulps for any step)."""
+    if isinstance(beta, Tensor):
+        return beta ** step
+    if beta <= 0:
+        return Tensor(np.float32(beta)) ** step
+    return (step * math.log(beta)).exp()
+
+
+def one_minus_pow(beta, step: Tensor):
+    """``1 - beta ** step`` without cancellation for a Python ``beta`` near 1:
+    ``-expm1(step * log(beta))``, a Taylor series where ``|step * log(beta)| < 0.1`` (the
+    bias corrections of Adam-like optimizers and RAdam's ``rho_t`` need this to match a
+    float64 host computation)."""
+    if isinstance(beta, Tensor) or beta <= 0:
+        return 1.0 - pow_(beta, step)
+    x = step * math.log(beta)
+    taylor = x * (1.0 + x * (1 / 2 + x * (1 / 6 + x * (1 / 24 + x * (1 / 120 + x / 720)))))
+    return -where(x.abs() < 0.1, taylor, x.exp() - 1.0)
 
 
 class Optimizer:
-    """Holds the parameters; state tensors are variables, so they are loop-carried."""
+    """Base class, as ``torch.optim.Optimizer``.
+
+    Args:
+        params: parameters (variables that require grad), or a list of dicts
+            ``{"params": [...], **hyper-parameters}`` (parameter groups; missing keys take
+            ``defaults``).
+        defaults: every hyper-parameter's default, PyTorch's keys (also the performance
+            flags ``foreach``/``fused``/``capturable``, accepted and without effect here).
+
+    Attributes:
+        param_groups: list of dicts, PyTorch's layout.
+        state: per-parameter dicts of state tensors (``optimizer.state[p]["exp_avg"]``),
+            created at the first traced ``step()`` (or by ``load_state_dict``).
+
+    Raises:
+        ValueError: an empty parameter list, or a parameter in two groups.
+        TypeError: a parameter that is not a float32 tensor made from data.
+    """
+
+    #: state keys created by :meth:`init_state`, in PyTorch's order
+    state_keys: tuple = ()
 
     def __init__(self, params, defaults: dict):
-        self.params = list(params)
-        if not self.params:
-            raise ValueError("optimizer got an empty parameter list")
-        for p in self.params:
-            if not isinstance(p, Tensor) or p._var is None:
-                raise TypeError("optimizer parameters must be tensors made from data")
         self.defaults = dict(defaults)
-        self.state: dict[int, dict] = {}
+        if self.defaults.get("differentiable"):
+            raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not "
+                                      "supported (updates are traced without gradients)")
+        self.state = _ParamState()
+        self.param_groups: list[dict] = []
+        params = list(params) if not isinstance(params, Tensor) else [params]
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(params[0], dict):
+            params = [{"params": params}]
+        for g in params:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group (``{"params": ..., **hyper-parameters}``), defaults filled in.
+
+        Raises:
+            ValueError: a parameter already in another group. TypeError: a bad parameter.
+        """
+        group = dict(param_group)
+        ps = group.get("params")
+        ps = [ps] if isinstance(ps, Tensor) else list(ps or ())
+        for p in ps:
+            if not isinstance(p, Tensor) or p._var is None:
+                raise TypeError("optimizer can only optimize tensors made from data "
+                                f"(parameters), got {type(p).__name__}")
+            if p.dtype != "float32":
+                raise TypeError(f"optimizer parameters must be float32, got {p.dtype}")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if len({id(p) for p in ps}) != len(ps) or any(id(p) in seen for p in ps):
+            raise ValueError("some parameters appear in more than one parameter group")
+        for k, v in self.defaults.items():
+            group.setdefault(k, v)
+        group["params"] = ps
+        self.param_groups.append(group)
+
+    @property
+    def params(self) -> list:
+        """Every parameter, group by group."""
+        return [p for g in self.param_groups for p in g["params"]]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Forget the gradients (``.grad = None``)."""
+        """Forget the gradients (``.grad = None``; gradients live for one iteration)."""
         for p in self.params:
             p.grad = None
 
-    def step(self) -> None:
+    # -- the update --------------------------------------------------------------------
+    def init_state(self, p: Tensor, group: dict) -> dict:
+        """The state of ``p`` before its first step (variables). Subclasses override."""
+        return {}
+
+    def update(self, p: Tensor, grad: Tensor, group: dict, state: dict) -> None:
+        """Trace one update of ``p`` (``grad`` already negated for ``maximize``)."""
         raise NotImplementedError
+
+    def step(self, closure=None):
+        """Trace one update of every parameter that has a gradient (others are skipped,
+        frozen parameters among them), group by group.
+
+        Args:
+            closure: optional callable re-evaluating the model and returning the loss
+                (traced before the update); its result is returned.
+        """
+        loss = closure() if closure is not None else None
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    st = self.state[p]
+                    if not st:
+                        st.update(self.init_state(p, group))
+                    g = -p.grad if group.get("maximize") else p.grad
+                    self.update(p, g, group, st)
+        return loss
+
+    # -- state dicts ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: {key: array}}, "param_groups": [{..., "params": [index]}]}``
+        as PyTorch's: parameters numbered across groups in order, state values numpy
+        copies (``step`` a float32 0-d array), device-valued hyper-parameters (a
+        scheduler's ``lr``) as their current Python floats. ``torch.optim`` loads it after
+        converting the arrays with ``torch.as_tensor``."""
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: _scalar(v) for k, v in g.items() if k != "params"}
+            packed["params"] = [index.setdefault(id(p), len(index)) for p in g["params"]]
+            groups.append(packed)
+        state = {}
+        for pid, i in index.items():
+            st = dict.get(self.state, pid)
+            if st:
+                state[i] = {k: (None if v is None else v.numpy()) for k, v in st.items()
+                            if not k.startswith("_")}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load a state dict from :meth:`state_dict` or from a ``torch.optim`` optimizer of
+        the same kind (values may be torch tensors). Hyper-parameters held by a scheduler
+        on the device are set in place.
+
+        Raises:
+            ValueError: a different number of groups, or of parameters in a group.
+        """
+        saved = state_dict["param_groups"]
+        if len(saved) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        id_map = {}
+        for g, sg in zip(self.param_groups, saved):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+            id_map.update(zip(sg["params"], g["params"]))
+            for k, v in sg.items():
+                if k in ("params", "param_names"):
+                    continue
+                g[k] = _keep_device_values(g.get(k), v)
+        for i, st in state_dict["state"].items():
+            p = id_map[int(i)]
+            ours = self.state[p]
+            for k, v in st.items():
+                if v is None:
+                    continue
+                arr = _as_array(v, "float32")
+                if k in ours and ours[k] is not None:
+                    if tuple(arr.shape) != ours[k].shape:
+                        raise ValueError(f"load_state_dict: state {k!r} has shape "
+                                         f"{list(arr.shape)}, expected {list(ours[k].shape)}")
+                    ours[k]._var.value = arr.copy()
+                else:
+                    ours[k] = Tensor(arr.copy())
+            self.loaded_state(p, ours)
+
+    def loaded_state(self, p: Tensor, state: dict) -> None:
+        """Hook: fix internal state after ``load_state_dict`` (e.g. SGD's started flag)."""
+
+    def state_tensors(self) -> list[Tensor]:
+        """Every state variable (for checkpointing or inspection)."""
+        return [t for st in self.state.values() for t in st.values() if t is not None]
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {_scalar(v)}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines + [")"])

@@ -5,13 +5,14 @@
 * :mod:`.lower`: graph IR -> procedural IR (:func:`~.lower.lower`).
 * :mod:`.printer`: the text listing.
 """
-from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elementwise,
-                 FeederWrite, For, FusedKernel, Gather, Kernel, Load, Local, Output, Program,
-                 ReceiverRead, Reduce, ScatterAdd, Select, Stmt)
+from .ir import (BLOCKS, Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct,
+                 Elementwise, FeederWrite, For, FusedKernel, Gather, If, IndexValue, Kernel,
+                 Load, Local, Output, Program, ReceiverRead, Reduce, ScatterAdd, Select, Stmt,
+                 While)
 
 from .lower import lower
 
-__all__ = ["Acc", "Apply", "Buffer", "BufferKind", "Const", "Copy", "DotProduct",
+__all__ = ["BLOCKS", "If", "IndexValue", "While", "Acc", "Apply", "Buffer", "BufferKind", "Const", "Copy", "DotProduct",
            "Elementwise", "FeederWrite", "For", "FusedKernel", "Gather", "Kernel", "Load", "Local",
            "Output", "Program", "ReceiverRead", "Reduce", "ScatterAdd", "Select", "Stmt",
            "lower"]

@@ -319,10 +319,18 @@ def _lin_bounds(terms: dict, const: int) -> tuple[int, int]:
 
 
 def _divmod(terms: dict, const: int, c: int):
-    """Split ``x = Q*c + R``: returns (Q terms, Q const, R terms, R const)."""
+    """Split ``x = Q*c + R``: returns (Q terms, Q const, R terms, R const), with ``R >= 0``
+    for every variable value in range (a multiple of ``c`` moves from ``R`` to ``Q`` when
+    negative coefficients would let ``R`` go below 0), so that C's truncating ``/`` and
+    ``%`` agree with floor semantics on what the renderers emit."""
     q = {k: v // c for k, v in terms.items() if v % c == 0}
     r = {k: v for k, v in terms.items() if v % c != 0}
-    return q, const // c, r, const % c
+    qc, rc = const // c, const % c
+    lo, _ = _lin_bounds(r, rc)
+    if lo < 0:
+        k = -(lo // c)
+        qc, rc = qc - k, rc + k * c
+    return q, qc, r, rc
 
 
 def _simplify_atom(e: Expr) -> Expr:

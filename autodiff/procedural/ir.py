@@ -28,7 +28,10 @@ Structure
   - :class:`Gather`, :class:`ScatterAdd`: contiguous buffers, their own kernel kinds.
 * Host boundaries: :class:`FeederWrite` (host fills a ``feeder`` staging buffer) and
   :class:`ReceiverRead` (host reads ``receiver`` staging buffers).
-* :class:`For`: a rolled loop whose ``body`` is a statement list run once per iteration.
+* :class:`For`: a rolled loop whose ``body`` is a statement list run once per iteration;
+  :class:`If` (two statement lists, chosen by a 1-element buffer) and :class:`While` (a
+  condition block and a body) are the other control statements (``BLOCKS``), and
+  :class:`IndexValue` reads loop counters in a kernel.
 * :class:`FusedKernel`: a group made by fusion: ``members`` (the unfused statements, in order,
   for op-by-op execution) and ``kernel`` (the same computation as one kernel: its epilogue is
   in ``kernel.outs``; buffers produced and consumed only inside the group are gone).
@@ -46,6 +49,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..graph import dtypes
 from ..graph.ir import FeederSpec, Op, ReceiverSpec, Variable
 from .access import Expr, Var
 
@@ -76,7 +80,8 @@ class Buffer:
         name: unique in its program (``t12`` for the temp made for graph node 12, the
             variable's name for params, the feeder's name for feeder staging...).
         shape: logical shape (the layout is always row-major contiguous).
-        dtype: ``"float32"`` or ``"int32"``.
+        dtype: dtype name (:mod:`autodiff.graph.dtypes`); the storage is that dtype's
+            device storage (int64 as int32, bool one byte).
         kind: a :class:`BufferKind`.
         var: the Variable backing a PARAM buffer, else None.
         node: id of the graph IR node whose value the buffer holds (None for params).
@@ -95,7 +100,8 @@ class Buffer:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self.dtype).itemsize
+        """Bytes per element in device storage."""
+        return dtypes.itemsize(self.dtype)
 
     @property
     def nbytes(self) -> int:
@@ -202,6 +208,15 @@ class Rand(Value):
     dtype: str = "float32"
 
 
+@dataclass(frozen=True, eq=True)
+class IndexValue(Value):
+    """An integer value computed from loop counters: the access expression ``expr`` over
+    the counters of enclosing ``For``/``While`` loops (``Var`` s named like their ``var``,
+    the iteration count from 0), e.g. a loop index ``start + step * i0`` or ``i0 % 7``."""
+    expr: Expr
+    dtype: str = "int32"
+
+
 def value_dtype(v: Value) -> str:
     """The dtype a value expression produces."""
     if isinstance(v, (Load, Local)):
@@ -297,7 +312,8 @@ class DotProduct(Kernel):
         k: the contraction variable (extent K).
         a: value over ``vars[:-1]`` and ``k`` (the left operand ``[..., M, K]``).
         b: value over ``vars[:-2]``, ``k`` and ``vars[-1]`` (the right operand ``[..., K, N]``).
-        outs: outputs over ``vars``; :class:`Acc` is ``sum_k a * b`` in float32.
+        outs: outputs over ``vars``; :class:`Acc` is ``sum_k a * b``, accumulated in
+            float32 (int32 for integer operands) and of dtype :attr:`dtype`.
     """
     shape: tuple[int, ...]
     vars: tuple[Var, ...]
@@ -309,6 +325,11 @@ class DotProduct(Kernel):
 
     def values(self) -> list[Value]:
         return [self.a, self.b] + [o.value for o in self.outs]
+
+    @property
+    def dtype(self) -> str:
+        """The product's dtype: its operands' (one dtype)."""
+        return value_dtype(self.a)
 
 
 @dataclass(eq=False)
@@ -331,6 +352,11 @@ class Reduce(Kernel):
 
     def values(self) -> list[Value]:
         return [self.src] + [o.value for o in self.outs]
+
+    @property
+    def dtype(self) -> str:
+        """The reduction's dtype: its source's (16-bit floats accumulate in float32)."""
+        return value_dtype(self.src)
 
     @property
     def kept(self) -> tuple[Var, ...]:
@@ -424,17 +450,78 @@ class ReceiverRead(Stmt):
 
 @dataclass(eq=False)
 class For(Stmt):
-    """``body`` run once per element of ``range``; ``var`` names the loop counter."""
+    """``body`` run once per element of ``range``; ``var`` names the loop counter: the
+    iteration count ``0 .. len(range) - 1``, which access expressions read as
+    ``Var(var, len(range))``."""
     range: range
     body: list[Stmt]
     var: str = "i0"
     kind = "For"
+
+    def blocks(self) -> list[list[Stmt]]:
+        return [self.body]
+
+    def with_blocks(self, blocks) -> "For":
+        return For(self.range, blocks[0], self.var)
 
     def reads(self):
         return _uniq(b for s in self.body for b in s.reads())
 
     def writes(self):
         return _uniq(b for s in self.body for b in s.writes())
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    """``then`` runs when element 0 of ``cond`` (a 1-element buffer) is nonzero, else
+    ``orelse``. Whether a device decides on the host (reading ``cond`` back) or on the
+    device (every kernel of the branches reads ``cond``) is the device's choice: ``cond``
+    stays live through both branches."""
+    cond: Buffer
+    then: list[Stmt]
+    orelse: list[Stmt]
+    kind = "If"
+
+    def blocks(self) -> list[list[Stmt]]:
+        return [self.then, self.orelse]
+
+    def with_blocks(self, blocks) -> "If":
+        return If(self.cond, blocks[0], blocks[1])
+
+    def reads(self):
+        return _uniq([self.cond] + [b for blk in self.blocks() for s in blk for b in s.reads()])
+
+    def writes(self):
+        return _uniq(b for blk in self.blocks() for s in blk for b in s.writes())
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    """Repeat: run ``cond`` (statements that compute ``pred``, a 1-element buffer); stop if
+    element 0 of ``pred`` is zero or ``max_iterations`` iterations ran (None: no bound);
+    run ``body``. ``var`` names the iteration counter, as in :class:`For`."""
+    cond: list[Stmt]
+    pred: Buffer
+    body: list[Stmt]
+    max_iterations: int | None = None
+    var: str = "i0"
+    kind = "While"
+
+    def blocks(self) -> list[list[Stmt]]:
+        return [self.cond, self.body]
+
+    def with_blocks(self, blocks) -> "While":
+        return While(blocks[0], self.pred, blocks[1], self.max_iterations, self.var)
+
+    def reads(self):
+        return _uniq([self.pred] + [b for blk in self.blocks() for s in blk for b in s.reads()])
+
+    def writes(self):
+        return _uniq(b for blk in self.blocks() for s in blk for b in s.writes())
+
+
+#: statements holding statement lists (``blocks()``)
+BLOCKS = (For, If, While)
 
 
 @dataclass(eq=False)
@@ -498,12 +585,14 @@ class Program:
     title: str = "procedural"
 
     def walk(self) -> Iterator[tuple[Stmt, int]]:
-        """``(statement, depth)`` pairs, ``For`` bodies included, in program order."""
+        """``(statement, depth)`` pairs, the blocks of ``For``/``If``/``While`` included, in
+        program order."""
         def rec(stmts, depth):
             for s in stmts:
                 yield s, depth
-                if isinstance(s, For):
-                    yield from rec(s.body, depth + 1)
+                if isinstance(s, BLOCKS):
+                    for blk in s.blocks():
+                        yield from rec(blk, depth + 1)
         return rec(self.body, 0)
 
     def kernels(self) -> list[Stmt]:

@@ -9,7 +9,7 @@ For each graph (the top level and every ``For`` body, recursively):
    ``bytes allocated - bytes freed`` (a node frees a buffer when it is that buffer's last
    reader; views are free and go first), ties broken by program position: deterministic,
    O((N + E) log N), and it keeps live memory low for the planner.
-2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat), constants,
+2. **Emit.** Movement nodes (reshape, permute, expand, slice, pad, concat, window), constants,
    ``RAND`` and ``LOAD`` become *views*: functions from an index to a value expression over
    the producer's buffer. Elementwise nodes, ``DOT``, ``SUM``/``RMAX``, ``GATHER`` and
    ``SCATTER_ADD`` become one kernel each, writing a ``temp`` buffer ``t<node id>``.
@@ -33,14 +33,20 @@ from typing import Callable
 
 import networkx as nx
 
-from ..graph.ir import ELEMENTWISE, MOVEMENT, Graph, Node, Op, captures
+from ..graph import dtypes
+from ..graph.ir import CONTROL, ELEMENTWISE, MOVEMENT, Graph, Node, Op, bodies, captures
+from ..opt.lower_control import lower_control
 from .access import And, Expr, Lt, Num, flat, ge, simplify, space_vars, unflat, Var
 from .ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotProduct, Elementwise,
-                 FeederWrite, For, Gather, Load, Output, Program, Rand, ReceiverRead, Reduce,
-                 ScatterAdd, Select, Stmt, Value, loads)
+                 FeederWrite, For, Gather, If, IndexValue, Load, Output, Program, Rand,
+                 ReceiverRead, Reduce, ScatterAdd, Select, Stmt, Value, While, loads)
 
 _KERNEL_OPS = ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX, Op.GATHER, Op.SCATTER_ADD}
-_VIEW_OPS = MOVEMENT | {Op.CONST, Op.RAND}
+_VIEW_OPS = MOVEMENT | {Op.CONST, Op.RAND, Op.INDEX, Op.AFTER}
+#: chain length the scheduler looks ahead along single readers (see ``_schedule``)
+LOOKAHEAD = 4
+#: the counter extent of a ``While`` without a bound (for access-expression ranges)
+UNBOUNDED = 2 ** 31 - 1
 _HOST = (Op.FEEDER, Op.RECEIVER)
 
 
@@ -78,6 +84,13 @@ def lower(graph: Graph, **options) -> Program:
     options
         Ignored (accepted so ``compile(**options)`` can pass everything through).
 
+    Control flow (:mod:`autodiff.opt.lower_control` runs first): ``FOR`` -> ``For``,
+    ``IF`` -> ``If`` on a 1-element buffer holding the predicate, ``WHILE`` -> ``While``;
+    variables made by that pass (scan carries and outputs, branch results) are ``temp``
+    buffers. An ``INDEX`` is an :class:`~.ir.IndexValue` over the loop's counter; a
+    ``GATHER`` of one row at such an index, provably in range, is a view (a dynamic slice);
+    ``PUT`` writes its row in place; ``AFTER`` is a view ordered after its anchor.
+
     Returns
     -------
     Program
@@ -89,7 +102,11 @@ def lower(graph: Graph, **options) -> Program:
         A graph op with no lowering.
     """
     with gc_paused():
-        return _Lowering(graph).run()
+        lowered = lower_control(graph)
+        prog = _Lowering(lowered).run()
+    if lowered is not graph:      # outputs by the caller's node ids
+        prog.outputs = {o.id: prog.outputs[n.id] for o, n in zip(graph.outputs, lowered.outputs)}
+    return prog
 
 
 @contextlib.contextmanager
@@ -124,7 +141,13 @@ class _Lowering:
                 self.uses[s.id] = self.uses.get(s.id, 0) + 1
         for o in graph.outputs:
             self.uses[o.id] = self.uses.get(o.id, 0) + 1
+        for n in graph.walk():
+            for sub in bodies(n):
+                for o in sub.outputs:
+                    self.uses[o.id] = self.uses.get(o.id, 0) + 1
         self.outputs: dict[int, Buffer] = {}
+        self.loopvar: dict[int, Var] = {}         # loop key -> its counter
+        self.dynamic = _dynamic_gathers(graph)    # GATHER ids lowered as views
 
     # -- buffers ------------------------------------------------------------------------
     def _name(self, base: str) -> str:
@@ -143,7 +166,8 @@ class _Lowering:
         b = self.params.get(var.id)
         if b is None:
             b = self.new_buffer(var.name or f"v{var.id}", var.shape, var.dtype,
-                                BufferKind.PARAM, var=var)
+                                BufferKind.TEMP if var.transient else BufferKind.PARAM,
+                                var=None if var.transient else var)
             self.params[var.id] = b
         return b
 
@@ -158,7 +182,11 @@ class _Lowering:
         if r is None:
             if n.op in MOVEMENT:
                 r = frozenset().union(*(self.roots(s) for s in n.srcs))
-            elif n.op in (Op.CONST, Op.RAND):
+            elif n.op is Op.AFTER:
+                r = self.roots(n.srcs[0])
+            elif n.op is Op.GATHER and n.id in self.dynamic:
+                r = self.roots(n.srcs[0])
+            elif n.op in (Op.CONST, Op.RAND, Op.INDEX):
                 r = frozenset()
             else:
                 r = frozenset((n.id,))
@@ -167,9 +195,9 @@ class _Lowering:
 
     def _reads(self, n) -> set:
         """Root ids read by the statement(s) node ``n`` emits (a For: all it captures)."""
-        if n.op is Op.FOR:
-            srcs = captures(n.arg.body)
-        elif n.op in _VIEW_OPS or n.op in (Op.LOAD, Op.FEEDER):
+        if n.op in CONTROL:
+            srcs = list(n.srcs) + captures(n)
+        elif self.is_view(n) or n.op in (Op.LOAD, Op.FEEDER):
             return set()
         else:
             srcs = n.srcs
@@ -184,14 +212,17 @@ class _Lowering:
         dag = nx.DiGraph()
         dag.add_nodes_from(pos)
         for n in nodes:
-            srcs = captures(n.arg.body) if n.op is Op.FOR else n.srcs
+            srcs = list(n.srcs) + captures(n) if n.op in CONTROL else n.srcs
             for s in srcs:
                 if s.id in pos:
                     dag.add_edge(s.id, n.id)
-        host = [n for n in nodes if n.op in _HOST or (n.op is Op.FOR and any(
-            m.op in _HOST for m in n.arg.body.walk()))]
+        host = [n for n in nodes if n.op in _HOST or (n.op in CONTROL and any(
+            m.op in _HOST for g in bodies(n) for m in g.walk()))]
         for a, b in zip(host, host[1:]):
             dag.add_edge(a.id, b.id)
+        for n in nodes:                          # AFTER: computed after its anchor
+            if n.op is Op.AFTER and n.srcs[1].id in pos:
+                dag.add_edge(n.srcs[1].id, n.id)
         readers: dict[int, list] = {}
         for n in nodes:
             for r in self._reads(n):
@@ -219,9 +250,10 @@ class _Lowering:
         for n in nodes:
             if n.op in (Op.LOAD, Op.ASSIGN):
                 events.setdefault(n.arg.id, []).append((n.op.name, n))
-            elif n.op is Op.FOR:
-                rd = {m.arg.id for m in n.arg.body.walk() if m.op is Op.LOAD}
-                wr = {m.arg.id for m in n.arg.body.walk() if m.op is Op.ASSIGN}
+            elif n.op in CONTROL:
+                inner = [m for g in bodies(n) for m in g.walk()]
+                rd = {m.arg.id for m in inner if m.op is Op.LOAD}
+                wr = {m.arg.id for m in inner if m.op is Op.ASSIGN}
                 for v in rd | wr:
                     events.setdefault(v, []).append(("FOR_W" if v in wr else "FOR_R", n))
         for v, evs in events.items():
@@ -266,23 +298,67 @@ class _Lowering:
 
     def _redirect(self, assign: Node, s: Node, pos) -> bool:
         """Whether the kernel computing ``s`` writes ``assign``'s variable directly."""
-        return (s.id in pos and s.op in (ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX})
+        return (s.id in pos and s.op in (ELEMENTWISE | {Op.DOT, Op.SUM, Op.RMAX, Op.PUT})
                 and self.uses.get(s.id, 0) == 1)
+
+    def _writes_variable(self, n, pos) -> bool:
+        """Whether ``n``'s kernel writes the variable its only reader assigns (no temp)."""
+        return any(a.id in pos and self._redirect(a, n, pos) for a in self._assign_of(n))
+
+    def is_view(self, n) -> bool:
+        """Whether node ``n`` lowers to a view (index arithmetic, no statement)."""
+        return n.op in _VIEW_OPS or n.id in self.dynamic
 
     def _schedule(self, dag, nodes, pos, readers) -> list:
         by_id = {n.id: n for n in nodes}
         indeg = {i: dag.in_degree(i) for i in dag.nodes}
         left = {r: len(ids) for r, ids in readers.items()}
-        size = {n.id: (n.nbytes if n.op in _KERNEL_OPS or n.op is Op.FEEDER else 0)
-                for n in nodes}
+        size = {n.id: (n.nbytes if (n.op in _KERNEL_OPS or n.op is Op.FEEDER)
+                       and not self.is_view(n) and not self._writes_variable(n, pos)
+                       else 0) for n in nodes}
         reads = {n.id: self._reads(n) for n in nodes}
 
-        def score(i):
+        def own(i):
             n = by_id[i]
-            if n.op in _VIEW_OPS or n.op is Op.LOAD:
+            if self.is_view(n) or n.op is Op.LOAD:
                 return -(1 << 62)
             freed = sum(size.get(r, 0) for r in reads[i] if left.get(r, 0) == 1)
             return size[i] - freed
+
+        def ready_after(j, i) -> bool:
+            """Whether ``j`` waits only for ``i`` (directly or through views of it)."""
+            waits = [p for p in dag.pred[j] if p in indeg and (p in current or indeg[p])]
+            return all(p == i or (self.is_view(by_id[p]) and indeg[p] == 1
+                                  and i in dag.pred[p]) for p in waits) and bool(waits)
+
+        chains: dict = {}         # node -> the readers it was scored with (see score)
+        urgent: set = set()       # chain members: run as soon as they are ready
+
+        def score(i):
+            """Bytes allocated minus bytes freed by running ``i``, or by ``i`` and the chain
+            of single readers it alone makes ready (a weight gradient, its scaling, the
+            update writing the weight: :data:`LOOKAHEAD` nodes at most), the smallest. A
+            node scored with a chain commits to it: the chain runs right after."""
+            if i in urgent:
+                return -(1 << 61)
+            best = total = own(i)
+            chain, k, cur = [], 0, i
+            while total > 0 and k < LOOKAHEAD:
+                users = readers.get(cur, ())
+                if len(users) != 1 or users[0] not in by_id:
+                    break
+                j = users[0]
+                if not ready_after(j, cur):
+                    break
+                total += size[j] - sum(size.get(r, 0) for r in reads[j]
+                                       if r == cur or left.get(r, 0) == 1)
+                chain.append(j)
+                if total < best:
+                    best, chains[i] = total, list(chain)
+                cur, k = j, k + 1
+            if best == own(i):
+                chains.pop(i, None)
+            return best
 
         current = {}
         heap = []
@@ -301,6 +377,11 @@ class _Lowering:
                 continue
             del current[i]
             out.append(by_id[i])
+            for j in chains.pop(i, ()):
+                urgent.add(j)
+                for p in dag.pred[j]:           # the views between chain members too
+                    if self.is_view(by_id[p]) if p in by_id else False:
+                        urgent.add(p)
             for r in reads[i]:
                 left[r] -= 1
                 if left[r] == 1:
@@ -338,7 +419,10 @@ class _Lowering:
             out.append(self.copy_kernel(v, b))
             return
         op = n.op
-        if op in MOVEMENT:
+        if op in MOVEMENT and n.size == 0:          # no element is ever read
+            zero = Const(0 if n.dtype == "int32" else 0.0, n.dtype)
+            self.views[n.id] = View(n.shape, lambda idx, c=zero: c)
+        elif op in MOVEMENT:
             self.views[n.id] = self.movement(n)
         elif op is Op.CONST:
             val = n.arg
@@ -360,6 +444,16 @@ class _Lowering:
             self.views[n.id] = buffer_view(b, n.shape)
         elif op in ELEMENTWISE or op in (Op.DOT, Op.SUM, Op.RMAX):
             self.compute(n, out)
+        elif op is Op.INDEX:
+            e = simplify(Num(n.arg.start) + self.loopvar[n.arg.key] * n.arg.step)
+            self.views[n.id] = View((), lambda idx, c=IndexValue(e): c)
+        elif op is Op.AFTER:
+            self.views[n.id] = self.views[n.srcs[0].id]
+        elif op is Op.GATHER and n.id in self.dynamic:
+            tv, e = self.views[n.srcs[0].id], self.views[n.srcs[1].id].at([]).expr
+            self.views[n.id] = View(n.shape, lambda idx: tv.at([e] + list(idx)))
+        elif op is Op.PUT:
+            self.put(n, out)
         elif op is Op.GATHER:
             table, idx = (self.materialize(s, out) for s in n.srcs)
             t = self.temp(n)
@@ -380,12 +474,61 @@ class _Lowering:
                 bufs.append(b)
             out.append(ReceiverRead(n.arg, tuple(bufs)))
         elif op is Op.FOR:
+            if n.arg.index is not None:
+                self.loopvar[n.arg.index] = Var(f"i{depth}", max(1, len(n.arg.range)))
             saved = (self.snap_vars, self.pos)
             body = self.lower_graph(n.arg.body, depth + 1)
             self.snap_vars, self.pos = saved
             out.append(For(n.arg.range, body, f"i{depth}"))
+        elif op is Op.IF:
+            cond = self.predicate(n.srcs[0], out)
+            saved = (self.snap_vars, self.pos)
+            then = self.lower_graph(n.arg.then, depth)
+            orelse = self.lower_graph(n.arg.orelse, depth)
+            self.snap_vars, self.pos = saved
+            out.append(If(cond, then, orelse))
+        elif op is Op.WHILE:
+            a = n.arg
+            bound = UNBOUNDED if a.max_iterations is None else max(1, a.max_iterations)
+            self.loopvar[a.index] = Var(f"i{depth}", bound)
+            saved = (self.snap_vars, self.pos)
+            cond = self.lower_graph(a.cond, depth + 1)
+            pred = self.predicate(a.cond.outputs[0], cond)
+            body = self.lower_graph(a.body, depth + 1)
+            self.snap_vars, self.pos = saved
+            out.append(While(cond, pred, body, a.max_iterations, f"i{depth}"))
         else:
             raise NotImplementedError(f"lowering: no rule for {op.name}")
+
+    def predicate(self, s: Node, out: list) -> Buffer:
+        """A 1-element buffer holding predicate ``s`` that nothing else writes (a kernel's
+        result, else a copy: a variable's buffer could be assigned in the branch)."""
+        v = self.views[s.id]
+        if v.buffer is not None and v.buffer.size == 1 and v.buffer.kind is BufferKind.TEMP \
+                and v.buffer not in self.params.values():
+            return v.buffer
+        t = self.new_buffer(f"t{s.id}", s.shape, s.dtype, BufferKind.TEMP, s.id)
+        out.append(self.copy_kernel(v, t))
+        return t
+
+    def put(self, n: Node, out: list) -> None:
+        """``PUT(base, row, t)``: the row written at index ``t`` (an :class:`IndexValue`) of
+        the assigned variable's buffer, in place (else of a copy of ``base``)."""
+        base, row, idx = n.srcs
+        dst, inplace = self.target(n)
+        if not inplace or self.views[base.id].buffer is not dst:
+            dst, inplace = self.temp(n), False
+            out.append(self.copy_kernel(self.views[base.id], dst))
+        iv = self.views[idx.id].at([])
+        if not isinstance(iv, IndexValue):
+            raise NotImplementedError("lowering: PUT needs a loop index as its row")
+        vars_ = space_vars(row.shape)
+        index = simplify(iv.expr * row.size + flat(vars_, row.shape))
+        out.append(Elementwise(row.shape, vars_, (Output(dst, index,
+                                                         self.views[row.id].at(list(vars_))),)))
+        if inplace:
+            self.written[n.id] = dst
+            self.views[n.id] = buffer_view(dst, n.shape)
 
     def temp(self, n: Node) -> Buffer:
         t = self.new_buffer(f"t{n.id}", n.shape, n.dtype, BufferKind.TEMP, n.id)
@@ -438,7 +581,7 @@ class _Lowering:
                 inplace = False
             buf = dst if inplace else self.temp(n)
             out.append(DotProduct(n.shape, vars_, k, av, bv,
-                                  (Output(buf, flat(vars_, n.shape), Acc()),)))
+                                  (Output(buf, flat(vars_, n.shape), Acc(n.dtype)),)))
         else:
             x = self.views[n.srcs[0].id]
             axes = tuple(n.arg)
@@ -449,7 +592,7 @@ class _Lowering:
                 inplace = False
             buf = dst if inplace else self.temp(n)
             oidx = flat([Num(0) if i in axes else v for i, v in enumerate(xv)], n.shape)
-            out.append(Reduce(n.op, x.shape, xv, axes, src, (Output(buf, oidx, Acc()),)))
+            out.append(Reduce(n.op, x.shape, xv, axes, src, (Output(buf, oidx, Acc(n.dtype)),)))
         if inplace:
             self.written[n.id] = dst
             self.views[n.id] = buffer_view(dst, n.shape)
@@ -516,8 +659,8 @@ class _Lowering:
             return View(shape, lambda idx: x.at([Num(0) if d == 1 and e != 1 else i
                                                  for i, d, e in zip(idx, x.shape, shape)]))
         if op is Op.SLICE:
-            return View(shape, lambda idx: x.at([simplify(i + a) if a else i
-                                                 for i, (a, _, _) in zip(idx, arg)]))
+            return View(shape, lambda idx: x.at([simplify(i * s + a) if (a or s != 1) else i
+                                                 for i, (a, _, s) in zip(idx, arg)]))
         if op is Op.PAD:
             def at(idx):
                 cond: Expr | None = None
@@ -533,7 +676,16 @@ class _Lowering:
                 cond = simplify(cond)
                 if cond == Num(1):
                     return inner
-                return Select(cond, inner, Const(0 if n.dtype == "int32" else 0.0, n.dtype))
+                zero = dtypes.check_scalar(0, n.dtype)
+                return Select(cond, inner, Const(zero, n.dtype))
+            return View(shape, at)
+        if op is Op.WINDOW:
+            dim, size, step, dil = arg
+
+            def at(idx):
+                src = list(idx[:-1])
+                src[dim] = simplify(idx[dim] * step + idx[-1] * dil)
+                return x.at(src)
             return View(shape, at)
         if op is Op.CONCAT:
             parts = [self.views[s.id] for s in n.srcs]
@@ -555,6 +707,18 @@ class _Lowering:
                 return val
             return View(shape, at)
         raise NotImplementedError(f"lowering: no view rule for {op.name}")
+
+
+def _dynamic_gathers(graph: Graph) -> set[int]:
+    """Ids of the ``GATHER`` s of one row at a loop's ``INDEX`` whose every value is a row
+    of the table: they lower to views."""
+    out = set()
+    for n in graph.walk():
+        if n.op is Op.GATHER and n.srcs[1].op is Op.INDEX and n.srcs[1].shape == ():
+            b = n.srcs[1].arg.bounds()
+            if b is not None and 0 <= b[0] and b[1] < n.srcs[0].shape[0]:
+                out.add(n.id)
+    return out
 
 
 def _safe_inplace(values: list[Value], buf: Buffer, index: Expr) -> bool:

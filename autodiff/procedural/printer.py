@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..graph.ir import Op
 from .access import render
 from .ir import (Acc, Apply, Const, Copy, DotProduct, Elementwise, FeederWrite, For,
-                 FusedKernel, Gather, Load, Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd,
-                 Select, Stmt, Value)
+                 FusedKernel, Gather, If, IndexValue, Load, Local, Program, Rand, ReceiverRead,
+                 Reduce, ScatterAdd, Select, Stmt, Value, While)
 
 
 def format_value(v: Value) -> str:
@@ -26,6 +26,8 @@ def format_value(v: Value) -> str:
         return f"%{v.buffer.name}"
     if isinstance(v, Rand):
         return f"rand({v.key}, {render(v.index)})"
+    if isinstance(v, IndexValue):
+        return f"index({render(v.expr)})"
     if isinstance(v, Select):
         return f"({render(v.cond)} ? {format_value(v.a)} : {format_value(v.b)})"
     if isinstance(v, Apply):
@@ -68,7 +70,25 @@ def format_stmt(s: Stmt, pad: str = "") -> list[str]:
         return [f"{pad}Receiver {s.spec.name} <- {', '.join(b.name for b in s.buffers)}"]
     if isinstance(s, For):
         r = s.range
-        lines = [f"{pad}for {s.var} in range({r.start}, {r.stop}, {r.step}):"]
+        lines = [f"{pad}for {s.var} < {len(r)}:  # range({r.start}, {r.stop}, {r.step})"]
+        for b in s.body:
+            lines += format_stmt(b, pad + "    ")
+        return lines
+    if isinstance(s, If):
+        lines = [f"{pad}if {s.cond.name}[0]:"]
+        for b in s.then:
+            lines += format_stmt(b, pad + "    ")
+        if s.orelse:
+            lines.append(f"{pad}else:")
+            for b in s.orelse:
+                lines += format_stmt(b, pad + "    ")
+        return lines
+    if isinstance(s, While):
+        bound = "" if s.max_iterations is None else f" (at most {s.max_iterations})"
+        lines = [f"{pad}while {s.var}{bound}:"]
+        for b in s.cond:
+            lines += format_stmt(b, pad + "    ")
+        lines.append(f"{pad}    break unless {s.pred.name}[0]")
         for b in s.body:
             lines += format_stmt(b, pad + "    ")
         return lines

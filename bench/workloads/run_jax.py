@@ -10,7 +10,8 @@ from .spec import Data, Outcome, Workload
 
 
 def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome:
-    """Train ``w`` for ``steps`` steps; ``mode`` is ``"jit"`` or ``"fori"``.
+    """Train ``w`` for ``steps`` steps; ``mode`` is ``"jit"`` or ``"fori"`` (on JAX's default
+    device), or ``"jit-cuda"`` (``"jit"`` with every array on the first GPU).
 
     With ``"fori"`` there is no host round trip per step. The first step counts as done when
     compilation has finished plus the first loop's run time over ``steps``; the executable
@@ -25,10 +26,13 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
     import jax.numpy as jnp
 
     F = jax_ops()
+    gpu = mode.endswith("-cuda")
+    mode = mode.removesuffix("-cuda")
+    put = (lambda v: jax.device_put(v, jax.devices("gpu")[0])) if gpu else jnp.asarray
     t0 = time.perf_counter()
-    P = {k: jnp.asarray(v) for k, v in params.items()}
-    C = {k: jnp.asarray(v) for k, v in data.const.items()}
-    S = {k: jnp.asarray(v) for k, v in data.stream.items()}
+    P = {k: put(v) for k, v in params.items()}
+    C = {k: put(v) for k, v in data.const.items()}
+    S = {k: put(v) for k, v in data.stream.items()}
 
     def step(P, C, S, i):
         D = dict(C)

@@ -10,7 +10,8 @@ from .spec import Data, Outcome, Workload
 
 
 def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome:
-    """Train ``w`` for ``steps`` steps; ``mode`` is ``"eager"`` or ``"compile"``.
+    """Train ``w`` for ``steps`` steps; ``mode`` is ``"eager"`` or ``"compile"`` (on the CPU),
+    ``"eager-cuda"`` (on the GPU; each step waits for the GPU before its time stamp).
 
     Raises:
         ImportError: PyTorch is not installed.
@@ -18,10 +19,12 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    dev = "cuda" if mode.endswith("-cuda") else "cpu"
+    mode = mode.removesuffix("-cuda")
     t0 = time.perf_counter()
-    P = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
-    const = {k: torch.from_numpy(v) for k, v in data.const.items()}
-    stream = {k: torch.from_numpy(v) for k, v in data.stream.items()}
+    P = {k: torch.tensor(v, requires_grad=True, device=dev) for k, v in params.items()}
+    const = {k: torch.from_numpy(v).to(dev) for k, v in data.const.items()}
+    stream = {k: torch.from_numpy(v).to(dev) for k, v in data.stream.items()}
 
     def loss_fn(P, D):
         return w.loss(TENSOR, P, D)
@@ -39,9 +42,11 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
         opt.zero_grad(set_to_none=True)
         loss_fn(P, D).backward()
         opt.step()
+        if dev == "cuda":
+            torch.cuda.synchronize()
         stamps.append(time.perf_counter() - t0)
         cpu.append(time.process_time())
-    final = {k: p.detach().numpy().copy() for k, p in P.items()}
+    final = {k: p.detach().cpu().numpy().copy() for k, p in P.items()}
     total = time.perf_counter() - t0
     return Outcome(stamps[0], total, stamps, None, final,
                    {"torch": torch.__version__, "threads": torch.get_num_threads()}, cpu=cpu)

@@ -80,7 +80,9 @@ def test_transformer_identical_with_and_without_the_arena(fuse, by_member):
     assert_identical(on, off)
     assert np.isfinite(on[0]).all()
     mem = on[2].stats["memory"]
-    assert mem["inplace"] > 0 and mem["arena_bytes"] <= 1.02 * mem["lower_bound_bytes"]
+    # 1.03: bool masks (1 byte, not 4) lowered the bound more than the arena (unfused:
+    # 147712 B against 143616; with float masks it was 147968 against 146624)
+    assert mem["inplace"] > 0 and mem["arena_bytes"] <= 1.03 * mem["lower_bound_bytes"]
 
 
 def test_overlapping_temporaries_give_wrong_numbers(monkeypatch):

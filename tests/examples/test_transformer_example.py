@@ -53,3 +53,16 @@ def test_short_run_learns(tmp_path, capsys):
     printed = capsys.readouterr().out
     for word in ("compile", "tokens/s", "validation loss", "greedy sample"):
         assert word in printed
+
+
+@pytest.mark.slow
+def test_validation_inside_the_training_loop():
+    """One ir_if evaluates the validation loss every N steps on the device; the last one
+    equals the separate evaluation after training."""
+    ex = _load_example()
+    out = ex.main(["--device", "numpy", "--steps", "12", "--layers", "1", "--d-model", "16",
+                   "--heads", "2", "--seq", "8", "--batch", "4", "--eval-batches", "2",
+                   "--sample-len", "0", "--plot", "", "--no-progress", "--eval-every", "4"])
+    steps = [s for s, _ in out["val_during"]]
+    assert steps == [4, 8, 12]
+    np.testing.assert_allclose(out["val_during"][-1][1], out["val_after"], rtol=1e-5)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 import autodiff as ad
+from autodiff.graph import dtypes
 
 FWD_RTOL, FWD_ATOL = 1e-4, 1e-5      # float32 against float32: a few ulps, summed
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-5
@@ -114,7 +115,8 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
              forward_only: bool = False,
              fwd_rtol: float = FWD_RTOL, fwd_atol: float = FWD_ATOL,
              grad_rtol: float = GRAD_RTOL, grad_atol: float = GRAD_ATOL,
-             fd: bool = True, device: str | None = None) -> np.ndarray:
+             fd: bool = True, device: str | None = None,
+             torch_dtype=torch.float32) -> np.ndarray:
     """Check ``ad_fn`` (default: ``torch_fn``) against torch, forward and backward.
 
     Args:
@@ -129,6 +131,8 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
         device: the autodiff device that runs the traced program (default :data:`DEVICE`);
             other than ``"numpy"``, its values and gradients are also compared with the
             numpy device's at ``rtol=DEVICE_RTOL``.
+        torch_dtype: the dtype torch computes the reference value and gradients in
+            (``torch.float64`` compares with the exact result of the float32 inputs).
 
     Returns:
         Our forward value.
@@ -148,18 +152,22 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
                 _agree(g, r, f"gradient of input {i} on {device} differs from the numpy "
                              "device")
 
-    # torch, float32.
-    ts = [_torch_in(a, torch.float32, not forward_only) for a in arrays]
+    # torch, float32 (or torch_dtype).
+    ts = [_torch_in(a, torch_dtype, not forward_only) for a in arrays]
     ref = torch_fn(*ts)
     if not forward_only:
         ref.sum().backward()
-    ref_np = ref.detach().numpy()
-    if ref_np.dtype == np.bool_:
-        ref_np = ref_np.astype(np.float32)
-
-    assert ours.dtype == np.float32, f"forward dtype {ours.dtype}"
+    want = np.dtype(np.float32 if ref.dtype == torch.float64 else dtypes.host(ref.dtype))
+    # integer inputs are int32 here and int64 for torch (its index ops need int64)
+    assert ours.dtype == want or (want == np.int64 and ours.dtype == np.int32), \
+        f"forward dtype {ours.dtype}, torch {ref.dtype}"
+    ref_np = ref.detach().float().numpy() if ref.dtype == torch.bfloat16 else ref.detach().numpy()
     assert ours.shape == ref_np.shape, f"forward shape {ours.shape} vs torch {ref_np.shape}"
-    np.testing.assert_allclose(ours, ref_np, rtol=fwd_rtol, atol=fwd_atol,
+    if ref_np.dtype.kind in "biu":                  # indices and masks: exact
+        np.testing.assert_array_equal(ours, ref_np, err_msg="forward value differs from torch")
+        return ours
+    np.testing.assert_allclose(ours.astype(np.float64), ref_np.astype(np.float64),
+                               rtol=fwd_rtol, atol=fwd_atol,
                                err_msg="forward value differs from torch")
     if forward_only:
         return ours
@@ -169,7 +177,8 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
         if not _is_float(a):
             continue
         mine = np.zeros(a.shape, np.float32) if g is None else g
-        theirs = np.zeros(a.shape, np.float32) if t.grad is None else t.grad.numpy()
+        theirs = np.zeros(a.shape, np.float32) if t.grad is None else \
+            t.grad.numpy().astype(np.float32)
         assert mine.dtype == np.float32 and mine.shape == a.shape, \
             f"grad {i}: {mine.dtype}{list(mine.shape)} for input {list(a.shape)}"
         np.testing.assert_allclose(mine, theirs, rtol=grad_rtol, atol=grad_atol,

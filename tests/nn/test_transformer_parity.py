@@ -11,7 +11,7 @@ import torch
 
 import autodiff as ad
 from autodiff import nn
-from autodiff.device import DEVICES
+from autodiff.device import DEVICES, unavailable
 from autodiff.optim import AdamW
 
 D, H, FF, B, T, C, STEPS, LR = 32, 4, 64, 4, 8, 11, 20, 3e-3
@@ -63,7 +63,13 @@ def _our_run(enc, head, xs, ys, device):
 
 # post-norm (PyTorch's default) on every device; pre-norm on the reference device only, to
 # keep the suite short (the other devices see the same ops in another order)
-CASES = [(d, False) for d in sorted(DEVICES)] + [("numpy", True)]
+def _case(device: str, norm_first: bool):
+    why = unavailable(device)
+    return pytest.param(device, norm_first, marks=pytest.mark.skip(reason=why)) if why \
+        else (device, norm_first)
+
+
+CASES = [_case(d, False) for d in sorted(DEVICES)] + [("numpy", True)]
 
 
 @pytest.mark.parametrize("device,norm_first", CASES)

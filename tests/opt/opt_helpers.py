@@ -5,7 +5,7 @@ import numpy as np
 
 import autodiff
 from autodiff.device.numpy.interpreter import Interpreter
-from autodiff.graph.ir import EFFECT, ELEMENTWISE, Graph, Op
+from autodiff.graph.ir import CONTROL, EFFECT, ELEMENTWISE, Graph, Op, bodies
 from autodiff.graph.trace import TRACER
 
 
@@ -63,8 +63,9 @@ def count(graph: Graph, op: Op) -> int:
 
 
 def effects(graph: Graph) -> list:
-    """``(op, variable or callback spec)`` of every effect except ``FOR``, in program order."""
-    return [(n.op, id(n.arg)) for n in graph.walk() if n.op in EFFECT and n.op is not Op.FOR]
+    """``(op, variable or callback spec)`` of every effect but control flow (the effects
+    inside loops and branches are listed where they are), in program order."""
+    return [(n.op, id(n.arg)) for n in graph.walk() if n.op in EFFECT and n.op not in CONTROL]
 
 
 def snapshot(graph: Graph) -> list:
@@ -76,7 +77,8 @@ def snapshot(graph: Graph) -> list:
 
 def check_wellformed(graph: Graph) -> None:
     """Every operand is defined earlier in its graph or in an enclosing graph before the
-    loop; ids are unique; elementwise operands have the node's shape."""
+    loop (or branch, or scan); ids are unique; elementwise operands have the node's shape;
+    sub-graph outputs are visible in their sub-graph."""
     seen_ids: set[int] = set()
 
     def walk(g: Graph, visible: set) -> None:
@@ -88,9 +90,12 @@ def check_wellformed(graph: Graph) -> None:
                 assert s.id in visible, f"{n} reads {s}, which is not defined before it"
                 if n.op in ELEMENTWISE:
                     assert s.shape == n.shape, f"{n} reads {s} of another shape"
-            if n.op is Op.FOR:
-                walk(n.arg.body, visible)
+            for sub in bodies(n):             # loop bodies, branches, scan bodies
+                inner = walk(sub, visible)
+                for o in sub.outputs:
+                    assert o.id in inner, f"{n} returns {o}, which its sub-graph cannot see"
             visible.add(n.id)
+        return visible
 
     walk(graph, set())
     top = {n.id for n in graph.nodes}

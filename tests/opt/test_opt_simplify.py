@@ -175,8 +175,8 @@ def test_negations_move_into_constants_and_subtractions():
 
 def test_pow_by_constant_and_where_on_constant():
     x = special()
-    _, s = simplified(lambda: [x ** 0, ad.where(T(ops.const(1.0, (2, 4))), x, x * 2),
-                               ad.where(T(ops.const(0.0, (2, 4))), x, x * 2)])
+    _, s = simplified(lambda: [x ** 0, ad.where(T(ops.const(True, (2, 4), "bool")), x, x * 2),
+                               ad.where(T(ops.const(False, (2, 4), "bool")), x, x * 2)])
     assert out(s).op is Op.CONST and out(s).arg == 1.0
     assert s.outputs[1].op is Op.LOAD and s.outputs[2].op is Op.MUL
 

@@ -18,21 +18,23 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.ir import Op
-from ...procedural.access import evaluate
+from ...procedural.access import evaluate, variables
 from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, Elementwise,
-                              FeederWrite, For, FusedKernel, Gather, Load, Local, Program,
-                              Rand, ReceiverRead, Reduce, ScatterAdd, Select)
-from ..host import call_feeder, call_receiver
-from ...graph.reference import KERNELS, _gather, _scatter_add
+                              FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load,
+                              Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
+                              While)
+from ..host import call_feeder, call_receiver, check_memory
+from ...graph import dtypes
+from ...graph.reference import _gather, _scatter_add, kernel
 
 _IDX = np.int64
 
 
 class _OpNode:
-    """What ``KERNELS[op](node)`` reads from a node: dtype and arg."""
+    """What :func:`~autodiff.graph.reference.kernel` reads from a node: op, dtype, arg."""
 
-    def __init__(self, dtype, arg):
-        self.dtype, self.arg = dtype, arg
+    def __init__(self, op, dtype, arg):
+        self.op, self.dtype, self.arg = op, dtype, arg
 
 
 def _grid(shape, vars_) -> dict:
@@ -76,6 +78,7 @@ class ProceduralExecutor:
         self.by_member = by_member
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.counters: dict[str, int] = {}    # loop counter name -> current iteration
         self.mem: dict[int, np.ndarray] = {}
         self.arena = None
         if offsets:
@@ -85,7 +88,7 @@ class ProceduralExecutor:
                 if off % b.itemsize:
                     raise ValueError(f"offset {off} of {b.name} is not aligned to "
                                      f"{b.itemsize} bytes")
-                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(b.dtype)
+                self.mem[id(b)] = self.arena[off:off + b.nbytes].view(dtypes.storage(b.dtype))
         self._internal: set = set()
         self.params = []
         for b in program.buffers:
@@ -97,7 +100,7 @@ class ProceduralExecutor:
     def _buf(self, b) -> np.ndarray:
         a = self.mem.get(id(b))
         if a is None:
-            a = self.mem[id(b)] = np.zeros(b.size, dtype=b.dtype)
+            a = self.mem[id(b)] = np.zeros(b.size, dtype=dtypes.storage(b.dtype))
         return a
 
     # -- compilation ----------------------------------------------------------------------
@@ -144,11 +147,23 @@ class ProceduralExecutor:
             return lambda: self._receive(s.spec, [a.reshape(sh).copy() for a, sh in bufs])
         if isinstance(s, For):
             body = [self._compile(b) for b in s.body]
-            return lambda: self._loop(s.range, body)
+            return lambda: self._loop(s.range, body, s.var)
+        if isinstance(s, If):
+            cond = self._buf(s.cond)
+            then, orelse = ([self._compile(b) for b in blk] for blk in (s.then, s.orelse))
+            return lambda: [f() for f in (then if cond[0] != 0 else orelse)] and None
+        if isinstance(s, While):
+            return self._while(s)
         raise NotImplementedError(f"numpy procedural executor: no rule for {type(s).__name__}")
 
     def _value(self, v, env, n):
         """``f(sel, acc, local) -> array`` of ``v`` at the selected work items (all if None)."""
+        loop = self._loop_vars(v, env)
+        if loop:                        # reads loop counters: evaluated at run time
+            return self._dynamic(v, env, n, loop)
+        if isinstance(v, IndexValue):
+            c = np.asarray(evaluate(v.expr, env), dtype=v.dtype)
+            return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
         if isinstance(v, Load):
             buf = self._buf(v.buffer)
             idx = np.broadcast_to(np.asarray(evaluate(v.index, env), dtype=_IDX), (n,))
@@ -158,7 +173,7 @@ class ProceduralExecutor:
             idx = np.ascontiguousarray(idx)
             return lambda sel, acc, loc: buf[idx] if sel is None else buf[idx[sel]]
         if isinstance(v, Const):
-            c = np.asarray(v.value, dtype=v.dtype)
+            c = np.asarray(v.value, dtype=dtypes.storage(v.dtype))
             return lambda sel, acc, loc: np.broadcast_to(c, (n if sel is None else len(sel),))
         if isinstance(v, Acc):
             return lambda sel, acc, loc: acc if sel is None else acc[sel]
@@ -179,7 +194,7 @@ class ProceduralExecutor:
             cond = np.broadcast_to(np.asarray(evaluate(v.cond, env)) != 0, (n,))
             yes, no = np.flatnonzero(cond), np.flatnonzero(~cond)
             fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
-            dtype = np.dtype(v.dtype)
+            dtype = dtypes.storage(v.dtype)
 
             def select(sel, acc, loc):
                 if sel is None:
@@ -194,9 +209,9 @@ class ProceduralExecutor:
                 return out
             return select
         if isinstance(v, Apply):
-            fn = KERNELS[v.op](_OpNode(v.dtype, v.arg))
+            fn = kernel(_OpNode(v.op, v.dtype, v.arg))
             args = [self._value(a, env, n) for a in v.args]
-            dtype = np.dtype(v.dtype)
+            dtype = dtypes.storage(v.dtype)
 
             def apply(sel, acc, loc):
                 r = np.asarray(fn(*[f(sel, acc, loc) for f in args]))
@@ -204,20 +219,68 @@ class ProceduralExecutor:
             return apply
         raise TypeError(f"not a value: {v!r}")
 
+    def _loop_vars(self, v, env) -> frozenset:
+        """Loop counters (variables not in the kernel's ``env``) a Load / IndexValue /
+        Select condition reads directly."""
+        if isinstance(v, Load):
+            e = [v.index]
+        elif isinstance(v, IndexValue):
+            e = [v.expr]
+        elif isinstance(v, Select):
+            e = [v.cond]
+        else:
+            return frozenset()
+        return frozenset(x for x in variables(e[0]) if x not in env)
+
+    def _dynamic(self, v, env, n, loop):
+        """A value whose index expressions read loop counters: the expressions are evaluated
+        per call with the counters' current values."""
+        def env_now():
+            return {**env, **{x: self.counters[x.name] for x in loop}}
+        if isinstance(v, IndexValue):
+            def index_value(sel, acc, loc):
+                c = np.broadcast_to(np.asarray(evaluate(v.expr, env_now()), v.dtype), (n,))
+                return c if sel is None else c[sel]
+            return index_value
+        if isinstance(v, Load):
+            buf = self._buf(v.buffer)
+
+            def load(sel, acc, loc):
+                idx = np.broadcast_to(np.asarray(evaluate(v.index, env_now()), _IDX), (n,))
+                return buf[idx] if sel is None else buf[idx[sel]]
+            return load
+        fa, fb = self._value(v.a, env, n), self._value(v.b, env, n)
+        dtype = np.dtype(v.dtype)
+
+        def select(sel, acc, loc):
+            cond = np.broadcast_to(np.asarray(evaluate(v.cond, env_now())) != 0, (n,))
+            sel = np.arange(n) if sel is None else sel
+            c = cond[sel]
+            out = np.empty(len(sel), dtype)
+            out[c] = fa(sel[c], acc, loc)
+            out[~c] = fb(sel[~c], acc, loc)
+            return out
+        return select
+
     def _outs(self, outs, env, n):
         """``f(acc)`` evaluating ``outs`` in order, then storing every non-local one."""
         plan = []
         for o in outs:
             f = self._value(o.value, env, n)
             if id(o.buffer) in self._internal:
-                plan.append((id(o.buffer), f, None, None, np.dtype(o.buffer.dtype)))
+                plan.append((id(o.buffer), f, None, None, dtypes.storage(o.buffer.dtype)))
                 continue
             buf = self._buf(o.buffer)
+            loop = frozenset(x for x in variables(o.index) if x not in env)
+            if loop:                    # a row written at a loop counter (scan outputs)
+                plan.append((id(o.buffer), f, buf, (o.index, env, loop),
+                             np.dtype(o.buffer.dtype)))
+                continue
             idx = np.ascontiguousarray(np.broadcast_to(
                 np.asarray(evaluate(o.index, env), dtype=_IDX), (n,)))
             ident = idx.shape == buf.shape and np.array_equal(idx, np.arange(n, dtype=_IDX))
             plan.append((id(o.buffer), f, buf, None if ident else idx,
-                         np.dtype(o.buffer.dtype)))
+                         dtypes.storage(o.buffer.dtype)))
 
         def run(acc):
             loc = {}
@@ -229,6 +292,10 @@ class ProceduralExecutor:
                     continue
                 if idx is None:
                     buf[:] = loc[key]
+                elif isinstance(idx, tuple):
+                    e, env0, loop = idx
+                    at = {**env0, **{x: self.counters[x.name] for x in loop}}
+                    buf[np.broadcast_to(np.asarray(evaluate(e, at), _IDX), (n,))] = loc[key]
                 else:
                     buf[idx] = loc[key]
         return run
@@ -244,10 +311,12 @@ class ProceduralExecutor:
         n = int(np.prod(s.shape, dtype=np.int64))
         outs = self._outs(s.outs, _grid(s.shape, s.vars), n)
 
+        mm = kernel(_OpNode(Op.DOT, s.dtype, None))
+
         def dot():
-            a = np.asarray(fa(None, None, None), np.float32).reshape(a_shape)
-            b = np.asarray(fb(None, None, None), np.float32).reshape(b_shape)
-            outs(np.matmul(a, b).astype(np.float32).ravel())
+            a = np.asarray(fa(None, None, None)).reshape(a_shape)
+            b = np.asarray(fb(None, None, None)).reshape(b_shape)
+            outs(mm(a, b).ravel())
         return dot
 
     def _reduce(self, s: Reduce):
@@ -257,13 +326,9 @@ class ProceduralExecutor:
         outs = self._outs(s.outs, _grid(kept_shape, s.kept),
                           int(np.prod(kept_shape, dtype=np.int64)))
         axes, shape = tuple(s.axes), s.shape
-        if s.op is Op.SUM:
-            red = lambda x: np.sum(x, axis=axes, dtype=np.float32 if x.dtype == np.float32
-                                   else x.dtype)
-        elif s.op is Op.RMAX:
-            red = lambda x: np.max(x, axis=axes)
-        else:
+        if s.op not in (Op.SUM, Op.RMAX):
             raise NotImplementedError(f"reduce {s.op}")
+        red = kernel(_OpNode(s.op, s.dtype, axes))
 
         def reduce():
             x = np.asarray(fsrc(None, None, None)).reshape(shape)
@@ -285,7 +350,7 @@ class ProceduralExecutor:
         self.iters = []
         for b in self.params:
             a = self._buf(b)
-            a[:] = np.asarray(store[b.var], dtype=b.dtype).ravel()
+            a[:] = np.asarray(store[b.var], dtype=dtypes.storage(b.dtype)).ravel()
         try:
             for f in self.steps:
                 f()
@@ -295,10 +360,37 @@ class ProceduralExecutor:
         self.vals = {nid: self._buf(b).reshape(b.shape).copy()
                      for nid, b in self.program.outputs.items()}
 
-    def _loop(self, rng, body) -> None:
+    def _while(self, s: While):
+        cond = [self._compile(b) for b in s.cond]
+        body = [self._compile(b) for b in s.body]
+        pred = self._buf(s.pred)
+
+        def run():
+            self.iters.append(0)
+            k = 0
+            while s.max_iterations is None or k < s.max_iterations:
+                self.iters[-1] = self.counters[s.var] = k
+                for f in cond:
+                    f()
+                if pred[0] == 0:
+                    break
+                snapshot = [self._buf(b).copy() for b in self.params]
+                try:
+                    for f in body:
+                        f()
+                except BaseException:
+                    for b, a in zip(self.params, snapshot):
+                        self._buf(b)[:] = a
+                    raise
+                k += 1
+            self.iters.pop()
+        return run
+
+    def _loop(self, rng, body, var: str = "i0") -> None:
         self.iters.append(0)
         for k, _ in enumerate(rng):
             self.iters[-1] = k
+            self.counters[var] = k
             snapshot = [self._buf(b).copy() for b in self.params]
             try:
                 for f in body:
@@ -329,6 +421,7 @@ def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
     stage ``"alloc"`` is the plan, ``report.stats["memory"]`` its figures.
     """
     from ...procedural.lower import lower
+    check_memory(graph.walk(), "numpy")
     prog = lower(graph)
     stages = {"procedural": prog}
     run = prog

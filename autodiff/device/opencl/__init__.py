@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ...graph.dtypes import storage
 from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
                               ReceiverRead)
 from . import chain, codegen, kernels, philox, render, target
@@ -164,9 +165,9 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target,
             steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
         elif isinstance(s, FeederWrite):
             b = s.buffer
-            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead):
-            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
             small = chain.work(s) <= chain_work
@@ -297,7 +298,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                                  for la in launches}
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
-    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
     stats["arena_bytes"] = arena_bytes
     stats["compile_s"] = time.perf_counter() - t_all

@@ -25,6 +25,7 @@ from ...procedural.ir import (Acc, Apply, Buffer, BufferKind, Const, Copy, DotPr
                               Elementwise, FusedKernel, Gather, Load, Local, Output, Rand,
                               Reduce, ScatterAdd, Select, Value, value_dtype, walk_values)
 from ...graph.ir import Op
+from . import dtypes as D
 from . import kernels as K
 from . import philox
 from . import render as R
@@ -46,10 +47,6 @@ def affine_stride(e: Expr, v: Var) -> int | None:
         return 0
     d = ax.simplify(ax.substitute(e, {v: v + 1}) - e)
     return d.value if isinstance(d, Num) else None
-
-
-#: int32 ops whose C spelling (ternaries) is not written for vectors: built lane by lane
-_LANE_INT_OPS = frozenset({Op.WHERE, Op.SIGN, Op.DIV})
 
 
 def _lane(v: Var, j: int) -> Var:
@@ -130,7 +127,7 @@ class Values:
             if isinstance(v, (Apply, Select)) and uniform(v):
                 name = f"u{len(self.hoisted)}_"
                 expr = self.scalar(v)
-                ctype = "int" if value_dtype(v) == "int32" else "float"
+                ctype = D.ctype(value_dtype(v))
                 self.hoisted[id(v)] = name
                 lines.append(f"const {ctype} {name} = {expr};")
                 return
@@ -145,9 +142,10 @@ class Values:
         return lines
 
     def index(self, buf, e: Expr, extra: dict | None = None) -> Expr:
-        """Arena index of ``buf[e]``: kernel vars substituted by ``env``, then C-level vars
-        by ``extra`` (the lanes of a vector)."""
-        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name])
+        """Arena index of ``buf[e]``, in ``buf``'s storage units (floats for 4-byte dtypes,
+        see :mod:`.dtypes`): kernel vars substituted by ``env``, then C-level vars by
+        ``extra`` (the lanes of a vector)."""
+        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name] * D.per_float(buf.dtype))
 
     def sub(self, e: Expr, extra: dict | None = None) -> Expr:
         e = ax.substitute(e, self.env)
@@ -165,8 +163,9 @@ class Values:
             return R.load(R.access(self.index(v.buffer, v.index, extra)), v.buffer.dtype)
         if isinstance(v, Const):
             return R.const(v.value, 1, v.dtype)
-        if isinstance(v, Acc):
-            return self.acc
+        if isinstance(v, Acc):     # a lane of the accumulator vector when building lanes
+            return D.round_to(self.acc if lane is None else
+                              f"{self.acc}.s{'0123456789abcdef'[lane]}", v.dtype)
         if isinstance(v, Rand):
             return philox.call(v.key, R.access(self.sub(v.index, extra)))
         if isinstance(v, Select):
@@ -178,25 +177,32 @@ class Values:
         raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
 
     def _apply(self, v: Apply, args: list[str], w: int) -> str:
+        operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
         if v.op is Op.CAST:
-            return R.cast(args[0], value_dtype(v.args[0]), v.dtype, w)
-        if v.op is Op.WHERE and value_dtype(v.args[0]) == "int32":
-            args = [R.cast(args[0], "int32", "float32", w)] + args[1:]
-        return R.code(v.op, args, w, v.dtype)
+            return R.cast(args[0], operand, v.dtype, w)
+        return R.code(v.op, args, w, v.dtype, operand)
 
     def vectorizable(self, v: Value, vec: Var) -> bool:
         """Whether every load of ``v`` moves by 0 or 1 along ``vec`` (and no Select
-        condition depends on it, and no random draw is in it)."""
+        condition depends on it, and no random draw is in it), and every value in it is a
+        ``float{w}`` vector or a bool mask of one (:func:`.dtypes.vector_ok`)."""
+        if id(v) in self.hoisted:
+            return value_dtype(v) == "float32"
         if isinstance(v, Load):
-            return self.stride(self.index(v.buffer, v.index), vec) in (0, 1)
+            return v.buffer.dtype == "float32" and \
+                self.stride(self.index(v.buffer, v.index), vec) in (0, 1)
         if isinstance(v, Select):
             cond = ax.simplify(ax.substitute(v.cond, self.env))
             return self.stride(cond, vec) == 0 and all(
                 self.vectorizable(x, vec) for x in (v.a, v.b))
         if isinstance(v, Apply):
-            if v.dtype != "float32" and v.op in _LANE_INT_OPS:
-                return False
-            return all(self.vectorizable(a, vec) for a in v.args)
+            operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
+            return D.vector_ok(v.op, operand, v.dtype) and all(
+                self.vectorizable(a, vec) for a in v.args)
+        if isinstance(v, (Const, Acc)):
+            return v.dtype == "float32"
+        if isinstance(v, Local):
+            return v.dtype in ("float32", "bool")
         return not isinstance(v, Rand)      # random draws are built lane by lane
 
     def vector(self, v: Value, vec: Var, w: int) -> str:
@@ -210,22 +216,18 @@ class Values:
             return self.scalar(v)
         if not self.vectorizable(v, vec):
             lanes = [self.scalar(v, {vec: _lane(vec, j)}, j) for j in range(w)]
-            vt = R.vt(w, "int" if value_dtype(v) == "int32" else "float")
-            return f"(({vt})({', '.join(lanes)}))"
+            return f"(({D.ctype(value_dtype(v), w)})({', '.join(lanes)}))"
         return self._vector(v, vec, w)
 
     def _vector(self, v: Value, vec: Var, w: int) -> str:
         if id(v) in self.hoisted:
-            base = "int" if value_dtype(v) == "int32" else "float"
-            return f"(({R.vt(w, base)})({self.hoisted[id(v)]}))"
+            return f"(({D.ctype(value_dtype(v), w)})({self.hoisted[id(v)]}))"
         if isinstance(v, Load):
             idx = self.index(v.buffer, v.index)
             s = R.access(idx)
             if self.stride(idx, vec) == 0:
-                x = R.load(s, v.buffer.dtype)
-                return f"(({R.vt(w, 'int' if v.buffer.dtype == 'int32' else 'float')})({x}))"
-            x = f"vload{w}(0, buf + {s})"
-            return f"as_int{w}({x})" if v.buffer.dtype == "int32" else x
+                return f"(({D.ctype(v.buffer.dtype, w)})({R.load(s, v.buffer.dtype)}))"
+            return f"vload{w}(0, buf + {s})"          # float32 only (vectorizable)
         if isinstance(v, Const):
             return R.const(v.value, w, v.dtype)
         if isinstance(v, Acc):
@@ -304,24 +306,22 @@ def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
     final = {(id(o.buffer), o.index): n for n, o in enumerate(outs)}
     for n, o in enumerate(outs):
         dt = o.buffer.dtype
-        ctype = R.vt(w, "int" if dt == "int32" else "float")
         val = vals.vector(o.value, vec, w) if w > 1 else vals.scalar(o.value)
-        lines.append(f"const {ctype} o{n} = {val};")
+        lines.append(f"const {D.ctype(dt, w)} o{n} = {val};")
         vals.locals[id(o.buffer)] = f"o{n}"
         if o.buffer.name not in vals.offsets or final[(id(o.buffer), o.index)] != n:
             continue                 # a register, or overwritten by a later output
         idx = vals.index(o.buffer, o.index)
         if w == 1:
-            stores.append(f"buf[{R.access(idx)}] = {R.store_value(f'o{n}', dt)};")
-        elif vals.stride(idx, vec) == 1:
-            v = f"as_float{w}(o{n})" if dt == "int32" else f"o{n}"
+            stores.append(D.store(R.access(idx), f"o{n}", dt))
+        elif vals.stride(idx, vec) == 1 and D.is_word(dt):
+            v = f"o{n}" if dt == "float32" else f"as_float{w}(o{n})"
             stores += K.store_lanes(v, w, f"(buf + {R.access(idx)})", vec.name, ncols)
         else:
             for j in range(w):
                 lane = R.access(vals.index(o.buffer, o.index, {vec: vec + j}))
-                lane_v = R.store_value(f"o{n}.s{'0123456789abcdef'[j]}", dt)
                 guard = f"if ({vec.name}+{j} < {ncols}) " if ncols else ""
-                stores.append(f"{guard}buf[{lane}] = {lane_v};")
+                stores.append(guard + D.store(lane, f"o{n}.s{'0123456789abcdef'[j]}", dt))
     return lines + stores
 
 
@@ -516,7 +516,7 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
     pre = []
     consts = any(r is not None and r.const is not None for r in (a, b))
     if not batch and not consts and SCRATCH_A in offsets and Kd >= PANEL_MIN_K and \
-            2 * M * N * Kd >= PANEL_MIN_FLOPS:
+            2 * M * N * Kd >= PANEL_MIN_FLOPS and D.CTYPE[k.dtype] != "int":
         if a is None or a.strides[-1] != 1:      # A not contiguous along K: panels
             pre.append(_pack_panel(name + "_pa", va, a, False, mv, k.k, M, Kd,
                                    K.panel_rows(tile, M), offsets[SCRATCH_A], offsets, d,
@@ -539,7 +539,7 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
                 b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B],
                                offsets, d, len(bv), width)
                 pre.append(src)
-        if a is None or b is None or Kd == 0:
+        if a is None or b is None or Kd == 0 or D.CTYPE[k.dtype] == "int":
             return [_dot_scalar(name, k, offsets, d)]
     bi = Var("bi", max(math.prod(batch), 1))
     benv = _flat_env(bv, batch, bi) if batch else {}
@@ -633,11 +633,14 @@ def _dot_scalar(name, k: DotProduct, offsets, d):
     env = _flat_env(k.vars, k.shape, gid)
     kk = Var("kk", max(k.k.extent, 1))
     vals = Values(offsets, {**env, k.k: kk}, "acc")
+    a, b = vals.scalar(k.a), vals.scalar(k.b)
+    integer = D.CTYPE[k.dtype] == "int"           # integers wrap: computed on uint
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
-         "  float acc = 0.0f;",
+         "  int acc = 0;" if integer else "  float acc = 0.0f;",
          f"  for (int kk = 0; kk < {k.k.extent}; kk++)",
-         f"    acc = fma({vals.scalar(k.a)}, {vals.scalar(k.b)}, acc);"]
+         f"    acc = (int)((uint)acc + (uint)({a}) * (uint)({b}));" if integer
+         else f"    acc = fma({a}, {b}, acc);"]
     L += [f"  {s}" for s in _stores(Values(offsets, env, "acc"), k.outs)] + ["}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
@@ -665,6 +668,12 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL,
     vals = Values(offsets, env)
     vector = length >= 16 and vals.vectorizable(k.src, j)
     op = {Op.SUM: "sum", Op.RMAX: "max"}[k.op]
+    if D.CTYPE[k.dtype] == "int":             # integer and bool sources: an int accumulator
+        src, local = D.int_reduce(name, rows, length, lambda jj: vals.scalar(k.src),
+                                  lambda s: _stores(Values(offsets, env, s), k.outs), op,
+                                  d.signature(name, [f"{d.pointer()} restrict buf"]),
+                                  d.index("global", 0))
+        return K.Source(name, src, (K._cdiv(max(rows, 1), local) * local,), (local,))
     if not tree and not vector and width > 1:
         col = _column_reduce(name, k, offsets, d, width, renv, j, op)
         if col is not None:
@@ -727,8 +736,15 @@ def _loads_of(v: Value) -> list[Load]:
 
 def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
     n = k.src.size
-    expr = f"buf[{offsets[k.src.name]} + i]"
-    return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+    if D.is_word(k.src.dtype):
+        expr = f"buf[{offsets[k.src.name]} + i]"
+        return K.elementwise(name, n, expr, K.Ref(offsets[k.dst.name], (1,)), d=d)
+    dt, scale = k.src.dtype, D.per_float(k.src.dtype)          # narrow dtypes: typed copy
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
+         "  " + D.store(f"{offsets[k.dst.name] * scale} + i",
+                        D.load(f"{offsets[k.src.name] * scale} + i", dt), dt), "}"]
+    return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
 def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL) -> K.Source:
@@ -736,12 +752,14 @@ def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL) -> K.Source
     0 instead)."""
     rows, width = k.idx.size, k.table.size // max(k.table.shape[0], 1)
     n, nt = rows * width, k.table.shape[0]
+    dt, scale = k.table.dtype, D.per_float(k.table.dtype)
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
          f"  const int r = i / {max(width, 1)}, c = i % {max(width, 1)};",
          f"  int t = as_int(buf[{offsets[k.idx.name]} + r]);",
          f"  if (t < 0 || t >= {nt}) {{ buf[{FLAG}] = as_float(1); t = 0; }}",
-         f"  buf[{offsets[k.out.name]} + i] = buf[{offsets[k.table.name]} + t*{width} + c];",
+         "  " + D.store(f"{offsets[k.out.name] * scale} + i",
+                        D.load(f"{offsets[k.table.name] * scale} + t*{width} + c", dt), dt),
          "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
@@ -750,13 +768,25 @@ def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL) ->
     """One work-item per column: zero it, then add the updates in index order (no races)."""
     nout, width, nidx = k.out.shape[0], k.out.size // max(k.out.shape[0], 1), k.idx.size
     o, u, ix = offsets[k.out.name], offsets[k.updates.name], offsets[k.idx.name]
+    dt, scale = k.out.dtype, D.per_float(k.out.dtype)
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
-         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;",
-         f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
-         f"  for (int i = 0; i < {nidx}; i++) {{",
-         f"    int t = as_int(buf[{ix} + i]);",
-         f"    if (t < 0 || t >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
-         f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+         f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;"]
+    if dt == "float32":
+        L += [f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
+              f"  for (int i = 0; i < {nidx}; i++) {{",
+              f"    int t = as_int(buf[{ix} + i]);",
+              f"    if (t < 0 || t >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
+              f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
+    else:     # other dtypes: a register per output row (16-bit floats round once)
+        add = "(int)((uint)s + (uint)v)" if D.CTYPE[dt] == "int" else "s + v"
+        L += [f"  for (int t = 0; t < {nout}; t++) {{", f"    {D.ctype(dt)} s = 0;",
+              f"    for (int i = 0; i < {nidx}; i++) {{",
+              f"      const int ti = as_int(buf[{ix} + i]);",
+              f"      if (ti < 0 || ti >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
+              f"      if (ti == t) {{ const {D.ctype(dt)} v = "
+              f"{D.load(f'{u * scale} + i*{width} + c', dt)}; s = {add}; }}", "    }",
+              "    " + D.store(f"{o * scale} + t*{width} + c", D.round_to("s", dt), dt),
+              "  }", "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(width, 1), 8) * 8,), (8,))
 
 

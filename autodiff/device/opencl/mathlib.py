@@ -69,10 +69,11 @@ __attribute__((overloadable)) inline T _ad_pow(T a, T b) {
   const T r = exp(t) * (1.0f + c);
   const I bint = isequal(b, rint(b));
   const I bodd = bint & isnotequal(rint(b * 0.5f), b * 0.5f);
-  T out = select(r, -r, isless(a, (T)(0.0f)) & bodd);
+  T out = select(r, -r, signbit(a) & bodd);          /* signbit: pow(-0, -1) = -inf */
   out = select(out, (T)(NAN), isless(a, (T)(0.0f)) & (bint == (I)(0)) & isfinite(a));
   out = select(out, a * a, isequal(b, (T)(2.0f)));
-  return select(out, (T)(1.0f), isequal(b, (T)(0.0f)) | isequal(a, (T)(1.0f)));
+  return select(out, (T)(1.0f), isequal(b, (T)(0.0f)) | isequal(a, (T)(1.0f)) |
+                                (isequal(fabs(a), (T)(1.0f)) & isinf(b)));   /* (-1)^inf */
 }
 """
 
@@ -117,8 +118,18 @@ __attribute__((overloadable)) inline T _ad_min(T a, T b) {
 
 MAXMIN = "".join(_instantiate(_MAXMIN, w) for w in WIDTHS)
 
+# tanh saturating to exactly +-1 where the correctly rounded float32 result is +-1
+# (|x| > 9.015: 1 - tanh|x| < 2^-25, as torch gives); PoCL's builtin stops at 1 - 2^-24 there.
+_TANH = r"""
+__attribute__((overloadable)) inline T _ad_tanh(T x) {
+  return select(tanh(x), copysign((T)(1.0f), x), isgreater(fabs(x), (T)(9.015f)));
+}
+"""
+
+TANH = "".join(_instantiate(_TANH, w) for w in WIDTHS)
+
 #: name used in rendered expressions -> definition to include in the program.
-FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN}
+FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN, "_ad_tanh": TANH}
 
 
 def preamble() -> str:

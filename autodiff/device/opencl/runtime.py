@@ -32,6 +32,7 @@ import numpy as np
 
 from ...errors import FeederError, ReceiverError
 from ...graph.rng import iteration_words
+from ...graph import dtypes
 from ..host import check_feed
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
@@ -293,7 +294,7 @@ class Executable:
             self._events, self._record = [], None
             self._staging.release_all()
             for var, off in self.params:
-                out = np.empty(var.shape, var.dtype)
+                out = np.empty(var.shape, dtypes.storage(var.dtype))
                 cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
                 store[var] = out
         for node_id, (off, shape, dtype) in self.outputs.items():
@@ -497,7 +498,9 @@ class Executable:
         if wait:
             p.event.wait()
         try:
-            p.recv.spec.fn(*[a.copy() for a in p.arrays])
+            dts = p.recv.spec.dtypes or (None,) * len(p.arrays)
+            p.recv.spec.fn(*[a.copy() if dt is None else a.astype(dtypes.host(dt))
+                             for a, dt in zip(p.arrays, dts)])
         except Exception as e:
             raise ReceiverError(p.recv.spec.name, p.iters,
                                 f"callback raised {type(e).__name__}: {e}") from e

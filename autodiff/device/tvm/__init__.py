@@ -219,7 +219,9 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
         raise RuntimeError(f"tvm device: no {tgt.kind.name} device on this machine to run "
                            "on (the module compiled; use export= to keep it)")
     t = time.perf_counter()
-    vm = relax.VirtualMachine(ex, dev, memory_cfg="pooled")    # codegen + link happen here
+    code = any(isinstance(f, relax.Function) for _, f in listing.mod.functions_items())
+    # codegen + link happen here; a program of host callbacks only has no VM to load
+    vm = relax.VirtualMachine(ex, dev, memory_cfg="pooled") if code else None
     stats["load_s"] = time.perf_counter() - t
     return Executable(steps, vm, dev, [n.id for n in graph.outputs], {"tvm": listing}, ex)
 

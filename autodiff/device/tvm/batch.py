@@ -31,6 +31,7 @@ import numpy as np
 from tvm import relax, te, topi
 from tvm.relax.utils import copy_with_new_vars
 
+from ...graph import dtypes
 from ...graph.ir import Op
 from .plan import Loop, Segment
 
@@ -78,7 +79,7 @@ def _step_bytes(seg: Segment, nodes_by_id: dict) -> int:
     for k in list(stacked_inputs(seg)) + [k for k in seg.outputs if k[0] == "val"]:
         if k[0] == "val":
             n = nodes_by_id[k[1]]
-            out += int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
+            out += int(np.prod(n.shape, dtype=np.int64)) * dtypes.itemsize(n.dtype)
     return out + 8
 
 

@@ -25,7 +25,7 @@ import tvm
 from ...errors import FeederError
 from ...graph.ir import Op
 from ...graph.rng import iteration_words
-from ..host import call_feeder, call_receiver
+from ..host import call_feeder, call_receiver, check_memory
 from .batch import batched_name, stacked_inputs
 from .plan import Loop, Segment, batch_segment
 
@@ -45,9 +45,16 @@ class Executable:
         Node ids of the program's outputs.
     stages : dict
         ``print_graph`` stages (``"tvm"``: the Relax module as TVMScript).
+
+    Raises
+    ------
+    DeviceOutOfMemory
+        A value of the program is larger than the memory available (checked here, before
+        anything is allocated).
     """
 
     def __init__(self, steps, vm, device, outputs, stages, library=None):
+        check_memory((n for s in _segments(steps) for n in s.nodes + s.feeders), "tvm")
         self.steps, self.vm, self.device = steps, vm, device
         self.outputs, self.stages, self.library = list(outputs), stages, library
         self.vals: dict[int, np.ndarray] = {}
@@ -218,6 +225,14 @@ def _raise_bad_index(seg: Segment, counts: np.ndarray, iters: list) -> None:
     where = f" in iteration {iters[0] if len(iters) == 1 else list(iters)}" if iters else ""
     raise IndexError(f"gather: {int(counts[row, g])} index(es) out of range "
                      f"[0, {node.srcs[0].shape[0]}){where} (traced at {node.site})")
+
+
+def _segments(steps):
+    for s in steps:
+        if isinstance(s, Loop):
+            yield from _segments(s.steps)
+        else:
+            yield s
 
 
 def _used_ids(steps) -> set[int]:

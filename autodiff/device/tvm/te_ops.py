@@ -5,7 +5,15 @@
 PrimFunc per node (fused later by Relax ``FuseOps``/``FuseTIR``). Semantics follow the
 numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
 
-* comparisons give float32 masks (0 or 1); ``WHERE`` picks ``a`` where the mask is nonzero;
+* dtypes are the device storage dtypes of :mod:`autodiff.graph.dtypes` (int64 as int32,
+  bool, float16, bfloat16); ops on 16-bit floats compute in float32 and round once
+  (:func:`build_te`); comparisons give bool, ``WHERE`` takes a bool mask;
+* integer ``//``, ``%``, shifts and powers follow the reference's semantics: division by 0
+  gives 0, shifts outside ``[0, 32)`` give 0 or the sign, negative powers give 0 unless the
+  base is 1 or -1 (never a trap: LLVM's ``sdiv`` by 0 would raise SIGFPE);
+* NaN propagates as in numpy and torch: ``RELU``, ``MAX``, ``MIN`` and ``RMAX`` use
+  :func:`nan_max` / :func:`nan_min` (TIR's ``max`` drops NaN); ``!=`` is ``not (a == b)``
+  (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
   :func:`gather_check` counts the out-of-range indices, which the host reads after the
@@ -18,7 +26,9 @@ from __future__ import annotations
 
 from tvm import te, tirx, topi
 
-from ...graph.ir import Node, Op
+from ...graph import dtypes
+from ...graph.ir import COMPARE, Node, Op
+from ...graph.reference import ARITHMETIC
 from .philox import philox_te
 
 DOT_BLOCK = "dot"
@@ -33,13 +43,113 @@ def _ew(fn, name):
     return make
 
 
-def _f32(e):
-    return e.astype("float32")
+def storage(dtype: str) -> str:
+    """TVM dtype of ``dtype``'s device storage (``int64`` -> ``int32``)."""
+    return dtypes.storage(dtype).name
 
 
 def _const(n: Node):
     def build():
-        return te.compute(n.shape, lambda *i: tirx.const(n.arg, n.dtype), name="const")
+        return te.compute(n.shape, lambda *i: tirx.const(n.arg, storage(n.dtype)),
+                          name="const")
+    return build
+
+
+def _dt(e) -> str:
+    """The dtype of a TIR expression (``ty`` in TVM 0.27) or tensor."""
+    return str(e.ty) if hasattr(e, "ty") else str(e.dtype)
+
+
+def _zero(x):
+    return tirx.const(0, _dt(x))
+
+
+def _is_int(x) -> bool:
+    return _dt(x) in ("int32", "int64")
+
+
+def _floordiv(a, b):
+    """Integer: floor semantics, 0 for b == 0, wrapping for b == -1. Float: numpy's
+    ``npy_floor_divide`` (fmod based, as PyTorch's CPU kernel)."""
+    if _is_int(a):
+        safe = tirx.Select(tirx.Or(b == 0, b == -1), tirx.const(1, _dt(a)), b)
+        return tirx.Select(b == 0, _zero(a),
+                           tirx.Select(b == -1, _zero(a) - a, tirx.floordiv(a, safe)))
+    zero, one = tirx.const(0.0, _dt(a)), tirx.const(1.0, _dt(a))
+    m = tirx.fmod(a, b)
+    d = (a - m) / b
+    d = tirx.Select(tirx.And(m != zero, (b < zero) != (m < zero)), d - one, d)
+    f = tirx.floor(d)
+    f = tirx.Select(d - f > tirx.const(0.5, _dt(a)), f + one, f)
+    return tirx.Select(b == zero, a / b, tirx.Select(d == zero, tirx.copysign(zero, a / b), f))
+
+
+def _mod(a, b):
+    """Integer: sign of ``b``, 0 for b == 0 or -1. Float: numpy's ``npy_remainder``."""
+    if _is_int(a):
+        safe = tirx.Select(tirx.Or(b == 0, b == -1), tirx.const(1, _dt(a)), b)
+        return tirx.Select(tirx.Or(b == 0, b == -1), _zero(a), tirx.floormod(a, safe))
+    zero = tirx.const(0.0, _dt(a))
+    m = tirx.fmod(a, b)
+    adj = tirx.Select(m != zero, tirx.Select((b < zero) != (m < zero), m + b, m),
+                      tirx.copysign(zero, b))
+    return tirx.Select(b == zero, m, adj)
+
+
+def _shl(a, b):
+    ok = tirx.And(b >= 0, b < 32)
+    return tirx.Select(ok, tirx.shift_left(a, tirx.Select(ok, b, _zero(b))), _zero(a))
+
+
+def _shr(a, b):
+    ok = tirx.And(b >= 0, b < 32)
+    sign = tirx.Select(a < 0, tirx.const(-1, _dt(a)), _zero(a))
+    return tirx.Select(ok, tirx.shift_right(a, tirx.Select(ok, b, _zero(b))), sign)
+
+
+def _pow(a, b):
+    """Float: ``power``. Integer: 32 unrolled steps of square-and-multiply (wrapping), bound
+    with ``Let`` so that the expression stays linear; negative exponents as PyTorch."""
+    if not _is_int(a):
+        return tirx.power(a, b)
+    r, x = tirx.const(1, _dt(a)), a
+    for k in range(31):
+        rv, xv = tirx.Var(f"r{k}", _dt(a)), tirx.Var(f"x{k}", _dt(a))
+        bit = tirx.bitwise_and(tirx.shift_right(b, tirx.const(k, _dt(b))),
+                               tirx.const(1, _dt(b)))
+        r, x = (tirx.Let(rv, r, tirx.Let(xv, x, tirx.Select(bit != 0, rv * xv, rv))),
+                tirx.Let(xv, x, xv * xv))
+    neg = tirx.Select(a == 1, tirx.const(1, _dt(a)),
+                      tirx.Select(a == -1, tirx.Select(tirx.bitwise_and(b, tirx.const(1, _dt(b)))
+                                                        != 0, tirx.const(-1, _dt(a)),
+                                                        tirx.const(1, _dt(a))), _zero(a)))
+    return tirx.Select(b < 0, neg, r)
+
+
+def _bool_or(f):
+    """``f`` on numbers; logical or/and (``ADD``/``MUL``) on bool."""
+    def g(a, b):
+        if _dt(a) == "bool":
+            return tirx.Or(a, b) if f is _add else tirx.And(a, b)
+        return f(a, b)
+    return g
+
+
+def _add(a, b): return a + b
+def _mul(a, b): return a * b
+
+
+def _not(x):
+    return tirx.Not(x) if _dt(x) == "bool" else tirx.bitwise_not(x)
+
+
+def _cast(n: Node):
+    dst = storage(n.dtype)
+
+    def build(x):
+        if dst == "bool":
+            return te.compute(x.shape, lambda *i: x(*i) != _zero(x), name="to_bool")
+        return topi.cast(x, dst)
     return build
 
 
@@ -50,11 +160,46 @@ def _sum(n: Node):
     return lambda x: topi.sum(x, axis=axes, keepdims=True)
 
 
+def nan_max(a, b):
+    """``max(a, b)``, NaN if either is NaN (as numpy's ``maximum`` and torch; TIR's ``max``
+    lowers to LLVM ``maxnum``, which drops a NaN); plain ``max`` on integers and bool."""
+    if _dt(a) not in ("float32", "float16", "bfloat16"):
+        return tirx.max(a, b)
+    return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.max(a, b)))
+
+
+def nan_min(a, b):
+    """``min(a, b)``, NaN if either is NaN."""
+    if _dt(a) not in ("float32", "float16", "bfloat16"):
+        return tirx.min(a, b)
+    return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, tirx.min(a, b)))
+
+
+#: max-reduction propagating NaN, identity -inf (``topi.max`` drops NaN and starts from
+#: the lowest finite float, so a row of -inf gave -3.4e38)
+_MAX_REDUCER = te.comm_reducer(nan_max, lambda dtype: tirx.const(float("-inf"), dtype),
+                               name="nan_max")
+
+
 def _rmax(n: Node):
+    """Maximum over ``n.arg``: NaN-propagating for floats, ``topi.max`` for integers,
+    ``topi.any`` for bool."""
     axes = [int(a) for a in n.arg]
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
-    return lambda x: topi.max(x, axis=axes, keepdims=True)
+    if n.dtype == "bool":
+        return lambda x: topi.any(x, axis=axes, keepdims=True)
+    if not dtypes.is_floating(n.dtype):
+        return lambda x: topi.max(x, axis=axes, keepdims=True)
+
+    def build(x):
+        red = {a: te.reduce_axis((0, x.shape[a]), f"r{a}") for a in axes}
+
+        def at(*i):
+            return _MAX_REDUCER(x[tuple(red.get(d, i[d]) for d in range(len(i)))],
+                                axis=list(red.values()))
+        return te.compute(n.shape, at, name="rmax")
+    return build
 
 
 def _dot(n: Node):
@@ -79,6 +224,15 @@ def _pad(n: Node):
     before = [int(a) for a, _ in n.arg]
     after = [int(b) for _, b in n.arg]
     return lambda x: topi.nn.pad(x, before, after, pad_value=tirx.const(0, x.dtype))
+
+
+def _window(n: Node):
+    dim, size, step, dil = (int(a) for a in n.arg)
+
+    def build(x):
+        return te.compute(n.shape, lambda *i: x[(*i[:dim], i[dim] * step + i[-1] * dil,
+                                                 *i[dim + 1:-1])], name="window")
+    return build
 
 
 def _gather(n: Node):
@@ -135,6 +289,14 @@ def _rand(n: Node):
 _ONE = tirx.const(1.0, "float32")
 _ZERO = tirx.const(0.0, "float32")
 
+
+def _expm1(x):
+    """``exp(x) - 1`` without cancellation near 0 (Kahan: ``(u - 1) * x / log(u)``)."""
+    u = tirx.exp(x)
+    um1 = u - _ONE
+    r = tirx.Select(um1 == -_ONE, -_ONE, um1 * x / tirx.log(u))
+    return tirx.Select(u == _ONE, x, tirx.Select(tirx.isinf(u), u, r))
+
 TE = {
     Op.CONST: _const,
     Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
@@ -142,21 +304,48 @@ TE = {
     Op.SQRT: lambda n: topi.sqrt, Op.RSQRT: lambda n: topi.rsqrt,
     Op.RECIP: _ew(lambda x: _ONE / x, "reciprocal"),
     Op.SIN: lambda n: topi.sin, Op.COS: lambda n: topi.cos, Op.TANH: lambda n: topi.tanh,
-    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: tirx.max(x, _ZERO), "relu"),
-    Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf, Op.SIGN: lambda n: topi.sign,
-    Op.CAST: lambda n: lambda x: topi.cast(x, n.dtype),
-    Op.ADD: _ew(lambda a, b: a + b, "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
-    Op.MUL: _ew(lambda a, b: a * b, "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
-    Op.POW: _ew(tirx.power, "pow"), Op.MAX: _ew(tirx.max, "max"), Op.MIN: _ew(tirx.min, "min"),
-    Op.CMPLT: _ew(lambda a, b: _f32(a < b), "lt"), Op.CMPLE: _ew(lambda a, b: _f32(a <= b), "le"),
-    Op.CMPGT: _ew(lambda a, b: _f32(a > b), "gt"), Op.CMPGE: _ew(lambda a, b: _f32(a >= b), "ge"),
-    Op.CMPEQ: _ew(lambda a, b: _f32(a == b), "eq"), Op.CMPNE: _ew(lambda a, b: _f32(a != b), "ne"),
-    Op.WHERE: _ew(lambda m, a, b: tirx.Select(m != _ZERO, a, b), "where"),
+    Op.SIGMOID: lambda n: topi.sigmoid, Op.RELU: _ew(lambda x: nan_max(x, _zero(x)), "relu"),
+    Op.ABS: lambda n: topi.abs, Op.ERF: lambda n: topi.erf,
+    Op.SIGN: _ew(lambda x: x if _dt(x) == "bool" else
+                 tirx.Select(x > _zero(x), tirx.const(1, _dt(x)),
+                             tirx.Select(x < _zero(x), tirx.const(-1, _dt(x)), _zero(x))),
+                 "sign"),
+    Op.CAST: _cast,
+    Op.ATAN: lambda n: topi.atan, Op.LOG1P: _ew(tirx.log1p, "log1p"),
+    Op.EXPM1: _ew(_expm1, "expm1"),
+    Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
+    Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
+    Op.POW: _ew(_pow, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
+    Op.CMPLT: _ew(lambda a, b: a < b, "lt"), Op.CMPLE: _ew(lambda a, b: a <= b, "le"),
+    Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
+    Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(a == b), "ne"),
+    Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
     Op.EXPAND: lambda n: lambda x: topi.broadcast_to(x, list(n.arg)),
-    Op.SLICE: _slice, Op.PAD: _pad,
+    Op.SLICE: _slice, Op.PAD: _pad, Op.WINDOW: _window,
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
     Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
 }
+
+
+def build_te(n: Node):
+    """``TE[n.op](n)`` with 16-bit floats computed in float32: arithmetic on float16 or
+    bfloat16 operands widens them first and rounds the result to ``n``'s storage dtype
+    once (to nearest even), like the numpy reference."""
+    build = TE[n.op](n)
+    if n.op not in ARITHMETIC or n.op is Op.CAST:
+        return build
+    out = storage(n.dtype)
+
+    def wrapped(*xs):
+        if not any(x.dtype in ("float16", "bfloat16") for x in xs):
+            return build(*xs)
+        r = build(*[topi.cast(x, "float32") if x.dtype in ("float16", "bfloat16") else x
+                    for x in xs])
+        return r if r.dtype == out else topi.cast(r, out)
+    return wrapped
+
+
+assert COMPARE <= TE.keys()

@@ -16,7 +16,7 @@ from tvm import relax, topi
 from ...graph.ir import Graph, Node, Op
 from .batch import choose_steps_per_call, emit_batched
 from .plan import Loop, Segment, batch_segment, loops, plan
-from .te_ops import TE, gather_check
+from .te_ops import TE, build_te, gather_check, storage
 
 
 def segments(steps) -> list[Segment]:
@@ -28,7 +28,9 @@ def segments(steps) -> list[Segment]:
 
 
 def _ty(shape, dtype):
-    return relax.TensorType(tuple(int(d) for d in shape), dtype)
+    """Relax tensor type of a value of ``dtype`` (its device storage dtype: int64 is
+    int32 here)."""
+    return relax.TensorType(tuple(int(d) for d in shape), storage(dtype))
 
 
 def _param(key, nodes: dict[int, Node], lead: tuple = ()):
@@ -38,7 +40,7 @@ def _param(key, nodes: dict[int, Node], lead: tuple = ()):
         v = key[1]
         return relax.Var(f"{v.name or 'var'}_{v.id}".replace(".", "_"), _ty(v.shape, v.dtype))
     if key[0] == "iters":
-        return relax.Var("iters", _ty(lead + (2,), "uint32"))
+        return relax.Var("iters", relax.TensorType(lead + (2,), "uint32"))
     n = nodes[key[1]]
     return relax.Var(f"{n.op.name.lower()}_{n.id}", _ty(lead + tuple(n.shape), n.dtype))
 
@@ -59,7 +61,7 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
                     vals[n.id] = bb.emit_te(TE[n.op](n), env[("iters",)],
                                             primfunc_name_hint="rand")
                 elif n.op in TE:
-                    vals[n.id] = bb.emit_te(TE[n.op](n), *[vals[s.id] for s in n.srcs],
+                    vals[n.id] = bb.emit_te(build_te(n), *[vals[s.id] for s in n.srcs],
                                             primfunc_name_hint=n.op.name.lower())
                 else:
                     raise NotImplementedError(f"tvm device: no translation for {n.op.name}")

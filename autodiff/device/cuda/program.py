@@ -1,0 +1,281 @@
+"""Render a graph as one CUDA program and its host steps, with no GPU involved.
+
+``render(graph, limits)`` runs the stages the OpenCL device runs (lower, fuse, plan the
+arena: the same functions) and renders every kernel statement through the shared
+templates (:mod:`autodiff.device.opencl.codegen`) in the CUDA dialect, in their GPU form:
+work-group tree reductions, no launch chains. Each kernel gets its block and grid from
+:mod:`.launch`; the host steps are the OpenCL device's (Feeds, Receives, Loops) with
+launches instead of NDRanges, and :func:`segments` groups everything between two nested
+loops (launches, and the Feeder and Receiver copies among them) into one
+:class:`Segment`, which the runtime captures as one CUDA graph.
+
+Arena layout: the OpenCL device's (:func:`autodiff.device.opencl._layout`), so the error
+flag, the Philox iteration words and every buffer sit at the same offsets.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...procedural.ir import BufferKind, FeederWrite, For, Kernel, ReceiverRead
+from .. import opencl as _cl
+from ..opencl import codegen, philox
+from . import launch, prelude
+from .dialect import BODY, TARGET, translate
+from .launch import Geometry, Limits
+
+
+@dataclass(eq=False)
+class Launch:
+    """One kernel launch: ``geometry`` blocks and threads; ``rand``: the kernel draws random
+    numbers (it reads the current iteration words)."""
+    name: str
+    geometry: Geometry
+    rand: bool = False
+
+
+@dataclass(eq=False)
+class Segment:
+    """What runs between two host boundaries (the start of an iteration, a nested loop):
+    ``items`` are :class:`Launch` es, and the :class:`Feed` and :class:`Receive` copies
+    between them, in program order; captured as one CUDA graph. A Feed inside a segment is
+    a device-to-device copy from its staging allocation (filled from pinned host memory
+    before the graph launch); a Receive copies into its staging allocation (read back
+    into pinned host memory after the graph launch)."""
+    items: list
+    graph: object = None          # the instantiated graph (runtime)
+
+    @property
+    def launches(self) -> list:
+        return [x for x in self.items if type(x) is Launch]
+
+    @property
+    def feeds(self) -> list:
+        return [x for x in self.items if type(x) is Feed]
+
+    @property
+    def receives(self) -> list:
+        return [x for x in self.items if type(x) is Receive]
+
+    @property
+    def rand(self) -> bool:
+        return any(la.rand for la in self.launches)
+
+
+@dataclass(eq=False)
+class Feed:
+    """Host -> arena: ``spec.fn()`` staged in pinned memory, copied to byte ``offset``."""
+    spec: object
+    offset: int
+    shape: tuple
+    dtype: str
+    pending: object = None
+    staging: int = 0              # device staging allocation (runtime)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(eq=False)
+class Receive:
+    """Arena -> host: ``parts`` = [(byte offset, shape, dtype)] copied for ``spec.fn``."""
+    spec: object
+    parts: list
+    ring: list = field(default_factory=list)
+    count: int = 0
+    staging: list = field(default_factory=list)    # device allocation per part (runtime)
+
+
+@dataclass(eq=False)
+class Loop:
+    """A ``For`` run by the host: ``body`` once per element of ``range``; ``feeds``: the
+    Feeds directly in the body (called at each iteration's start); ``recovers``: an
+    outermost loop with host callbacks (checkpointed for failure recovery)."""
+    range: range
+    body: list
+    feeds: list
+    recovers: bool = False
+
+
+@dataclass
+class Rendered:
+    """A program ready for NVRTC and the host loop.
+
+    Attributes:
+        source: the CUDA C++ source of every kernel (one translation unit).
+        steps: host steps (:class:`Segment`, :class:`Feed`, :class:`Receive`,
+            :class:`Loop`), launches grouped by :func:`segments`.
+        kernels: kernel name -> :class:`Launch`, in program order.
+        arena_bytes: arena size in bytes.
+        params: ``(Variable, byte offset)`` of every parameter.
+        outputs: graph node id -> ``(byte offset, shape, dtype)``.
+        written: ``(byte offset, bytes)`` of the parameters loops write (checkpointed).
+        stages: printable stages (``procedural``, ``fused``, ``alloc``, ``cuda``).
+        stats: figures (kernel and launch counts, seconds per phase).
+        limits: the device limits the launches were planned for.
+    """
+    source: str
+    steps: list
+    kernels: dict
+    arena_bytes: int
+    params: list
+    outputs: dict
+    written: tuple
+    stages: dict
+    stats: dict
+    limits: Limits
+    plan: object = None
+
+
+def _walk(stmts):
+    for s in stmts:
+        yield s
+        if isinstance(s, For):
+            yield from _walk(s.body)
+
+
+def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
+           top: bool = True) -> list:
+    steps = []
+    for s in stmts:
+        if isinstance(s, For):
+            body = _steps(s.body, off, limits, texts, kernels, prefix, top=False)
+            feeds = [x for x in body if type(x) is Feed]
+            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite)) for x in _walk(s.body))
+            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+        elif isinstance(s, FeederWrite):
+            b = s.buffer
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+        elif isinstance(s, ReceiverRead):
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+                                          for b in s.buffers]))
+        elif isinstance(s, Kernel):
+            name = f"{prefix}k{len(kernels)}_{s.kind.replace('+', '_').lower()}"
+            for src in _kernel(name, s, off):
+                geo = launch.geometry(src, limits)
+                if src.whole:
+                    texts.append(launch.bounded(src.name, translate(src.src), geo))
+                else:
+                    texts.append(translate(src.src))
+                    texts.append(launch.wrapper(src, geo, BODY))
+                la = Launch(src.name, geo, philox.uses_iteration_words(src.src))
+                kernels[src.name] = la
+                steps.append(la)
+        else:
+            raise NotImplementedError(f"cuda: no step for {type(s).__name__}")
+    return steps
+
+
+def _kernel(name: str, stmt, off: dict) -> list:
+    """The shared templates' sources of ``stmt`` in the CUDA body dialect and
+    :data:`.dialect.TARGET` (codegen's ``target`` argument where it has one, else its
+    ``reductions`` form)."""
+    import inspect
+    if "target" in inspect.signature(codegen.kernel).parameters:
+        from ..opencl.target import Target
+        return codegen.kernel(name, stmt, off, d=BODY, target=Target(**TARGET))
+    return codegen.kernel(name, stmt, off, d=BODY, reductions=TARGET["reductions"])
+
+
+def segments(steps: list) -> list:
+    """``steps`` with every run of launches, Feeds and Receives replaced by one
+    :class:`Segment` (recursively in loop bodies): nested loops are the only host
+    boundaries inside an iteration, so an iteration without one is one graph launch.
+    A loop's ``feeds`` stay the Feeds directly in its body (called at each iteration's
+    start)."""
+    out: list = []
+    for st in steps:
+        if type(st) is Loop:
+            st.body = segments(st.body)
+            st.feeds = [f for x in st.body if type(x) is Segment for f in x.feeds]
+            out.append(st)
+        elif out and type(out[-1]) is Segment:
+            out[-1].items.append(st)
+        else:
+            out.append(Segment([st]))
+    return out
+
+
+def launches_per_iteration(steps: list) -> dict:
+    """What one iteration of the first top-level loop issues: ``graph_launches`` (inner
+    loops counted once per inner iteration), ``kernels`` (kernel launches inside the
+    graphs), ``copies`` (host<->device transfers: one per Feeder, one per Receiver part).
+    Empty when there is no loop."""
+    def count(body):
+        g = k = c = 0
+        for st in body:
+            if type(st) is Segment:
+                g, k = g + 1, k + len(st.launches)
+                c += len(st.feeds) + sum(len(r.parts) for r in st.receives)
+            elif type(st) is Loop:
+                gi, ki, ci = count(st.body)
+                n = len(st.range)
+                g, k, c = g + n * gi, k + n * ki, c + n * ci
+        return g, k, c
+    for st in steps:
+        if type(st) is Loop:
+            g, k, c = count(st.body)
+            return {"graph_launches": g, "kernels": k, "copies": c}
+    return {}
+
+
+def program(texts: list[str]) -> str:
+    """One CUDA translation unit: the prelude, then every kernel, in ``namespace ad``."""
+    return "\n".join([prelude.source()] + texts + [prelude.TAIL])
+
+
+class _Listing:
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def render(graph, limits: Limits, prefix: str = "", **options) -> Rendered:
+    """Lower, fuse, plan and render ``graph`` for a device with ``limits`` (no GPU needed).
+
+    Args:
+        graph: the (optimized) graph IR program.
+        limits: launch limits (the device's, or :data:`.launch.ARCH` ``[arch]``).
+        prefix: prepended to every kernel name (to put several programs in one source).
+        options: ``fuse=False`` skips fusion; others are ignored here.
+
+    Raises:
+        NotImplementedError: a statement or value kind with no kernel template.
+        LaunchError: a kernel does not fit the device's launch limits.
+    """
+    stats: dict = {"device": limits.name, "arch": limits.arch}
+    prog, stages = _cl._lower(graph, stats, options)
+    planned, planned_bytes, plan = _cl._plan(prog, stats)
+    if plan is not None:
+        stages["alloc"] = plan
+    off, arena_bytes, snap = _cl._layout(prog, planned, planned_bytes)
+    t = time.perf_counter()
+    texts: list = []
+    kernels: dict = {}
+    steps = segments(_steps(prog.body, off, limits, texts, kernels, prefix))
+    src = program(texts)
+    stats["render_s"] = time.perf_counter() - t
+    stats["kernels"] = len(kernels)
+    stats["segments"] = sum(1 for _ in _segments(steps))
+    stats["per_iteration"] = launches_per_iteration(steps)
+    stats["source_chars"] = len(src)
+    stats["arena_bytes"] = arena_bytes
+    stages["cuda"] = _Listing(src)
+    params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+               for nid, b in prog.outputs.items()}
+    return Rendered(src, steps, kernels, arena_bytes, params, outputs, snap, stages, stats,
+                    limits, plan)
+
+
+def _segments(steps):
+    for st in steps:
+        if type(st) is Segment:
+            yield st
+        elif type(st) is Loop:
+            yield from _segments(st.body)

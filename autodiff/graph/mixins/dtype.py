@@ -1,0 +1,198 @@
+"""The dtype side of ``Tensor``: conversions, dtype queries, integer and bitwise operators.
+
+PyTorch's type promotion is :func:`promoted`: tensors and Python scalars are promoted
+together with :func:`autodiff.graph.dtypes.result_type` (a Python scalar, like a 0-d
+tensor, only widens the category: ``int32_tensor + 2`` stays int32, ``int32_tensor + 2.5``
+is float32, ``half_tensor * 2.5`` stays float16) and cast to that dtype before the graph
+op is traced. Every operator of ``Tensor`` goes through it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes, ops
+from ..ir import Node, Op
+
+#: ``Tensor.type()`` names, as PyTorch spells them
+_TYPE_NAMES = {"float32": "FloatTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
+               "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+
+
+def _tensor_cls():
+    from ..tensor import Tensor
+    return Tensor
+
+
+def promoted(*xs, dtype=None) -> tuple[str, list[Node]]:
+    """``(dtype name, nodes)``: tensors and Python/numpy scalars ``xs`` as graph nodes of
+    one dtype, ``dtype`` if given, else ``torch.result_type`` of ``xs``.
+
+    Raises:
+        TypeError: an operand that is neither a tensor nor a real number (or a numpy array
+            of a dtype autodiff lacks).
+        OverflowError: an integer scalar outside the int32 storage of an integer result.
+    """
+    T = _tensor_cls()
+    xs = [T(x) if isinstance(x, np.ndarray) and x.ndim else x for x in xs]
+    for x in xs:
+        if not isinstance(x, T) and not dtypes.is_scalar(x):
+            raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
+    dt = dtypes.name(dtype) if dtype is not None else dtypes.result_type(*xs).name
+    return dt, [ops.cast(x.node, dt) if isinstance(x, T) else
+                ops.const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x, (), dt)
+                for x in xs]
+
+
+def binary(op: Op, a, b):
+    """``op(a, b)`` on promoted operands, as a Tensor.
+
+    Raises:
+        DTypeError: ``-`` with a bool operand (PyTorch rejects it whatever the other is),
+            or the op on the promoted dtype (:func:`autodiff.graph.ops.result_dtype`).
+    """
+    if op is Op.SUB and any(isinstance(x, (bool, np.bool_)) or getattr(x, "dtype", None) ==
+                            "bool" for x in (a, b)):
+        raise ops.DTypeError(f"sub: subtraction with a bool tensor is not supported, use ~ "
+                             f"or logical_not (traced at {ops.user_site()})")
+    dt, (x, y) = promoted(a, b)
+    if dt in ("float16", "bfloat16") and (
+            (op is Op.MUL and (dtypes.is_scalar(a) or dtypes.is_scalar(b)))
+            or (op is Op.DIV and dtypes.is_scalar(b))):
+        # PyTorch's CPU kernels multiply and divide 16-bit floats by a Python scalar in
+        # float32 without rounding the scalar to the tensor's dtype; + - ** and
+        # comparisons round it first (as above)
+        _, (x, y) = promoted(a, b, dtype="float32")
+        return _tensor_cls()(_node=ops.cast(ops.binary(op, x, y), dt))
+    return _tensor_cls()(_node=ops.binary(op, x, y))
+
+
+def _dtype_and_device(args, kwargs):
+    """The dtype named in ``Tensor.to``'s arguments (None: keep), devices ignored."""
+    dtype = kwargs.get("dtype")
+    for a in args:
+        if hasattr(a, "dtype") and hasattr(a, "shape"):       # .to(other_tensor)
+            dtype = a.dtype
+            continue
+        try:
+            dtype = dtypes.get(a)
+        except TypeError:
+            if not isinstance(a, str) or not a.split(":")[0] in ("cpu", "cuda", "mps", "meta"):
+                raise
+    return dtype
+
+
+class DTypeMixin:
+    """Tensor methods about dtypes (mixed into :class:`autodiff.Tensor`)."""
+
+    # -- queries -----------------------------------------------------------------------
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is float32, float16 or bfloat16."""
+        return self.dtype.is_floating_point
+
+    def is_signed(self) -> bool:
+        return self.dtype.is_signed
+
+    def is_complex(self) -> bool:
+        return False
+
+    def element_size(self) -> int:
+        """Bytes per element as PyTorch counts them (8 for int64, though devices store it
+        in 4)."""
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    # -- conversions -------------------------------------------------------------------
+    def to(self, *args, **kwargs):
+        """``x.to(dtype)``, ``x.to(other)`` (its dtype), ``x.to("cpu", dtype)``; device
+        arguments are accepted and ignored (where a program runs is ``execute``'s
+        ``device``). Returns ``self`` when the dtype does not change, as PyTorch does.
+
+        Raises:
+            TypeError: an unknown dtype.
+        """
+        dtype = _dtype_and_device(args, kwargs)
+        if dtype is None or dtypes.get(dtype) == self.dtype:
+            return self
+        return type(self)(_node=ops.cast(self.node, dtype))
+
+    def type(self, dtype=None):
+        """``x.type()``: the type name (``"autodiff.FloatTensor"``); ``x.type(dtype)``:
+        ``x.to(dtype)`` (also for names like ``"torch.LongTensor"``)."""
+        if dtype is None:
+            return f"autodiff.{_TYPE_NAMES[self.dtype.name]}"
+        if isinstance(dtype, str) and dtype.split(".")[-1] in _TYPE_NAMES.values():
+            dtype = next(k for k, v in _TYPE_NAMES.items() if v == dtype.split(".")[-1])
+        return self.to(dtype)
+
+    def float(self): return self.to(dtypes.float32)
+    def half(self): return self.to(dtypes.float16)
+    def bfloat16(self): return self.to(dtypes.bfloat16)
+    def int(self): return self.to(dtypes.int32)
+    def long(self): return self.to(dtypes.int64)
+    def bool(self): return self.to(dtypes.bool_)
+
+    # -- integer division, bitwise operators ---------------------------------------------
+    def __floordiv__(self, o): return binary(Op.FLOORDIV, self, o)
+    def __rfloordiv__(self, o): return binary(Op.FLOORDIV, o, self)
+    def __mod__(self, o): return binary(Op.MOD, self, o)
+    def __rmod__(self, o): return binary(Op.MOD, o, self)
+    def __and__(self, o): return binary(Op.AND, self, o)
+    def __rand__(self, o): return binary(Op.AND, o, self)
+    def __or__(self, o): return binary(Op.OR, self, o)
+    def __ror__(self, o): return binary(Op.OR, o, self)
+    def __xor__(self, o): return binary(Op.XOR, self, o)
+    def __rxor__(self, o): return binary(Op.XOR, o, self)
+    def __lshift__(self, o): return binary(Op.SHL, self, o)
+    def __rlshift__(self, o): return binary(Op.SHL, o, self)
+    def __rshift__(self, o): return binary(Op.SHR, self, o)
+    def __rrshift__(self, o): return binary(Op.SHR, o, self)
+
+    def __invert__(self):
+        """``~x``: bitwise not (logical not on bool); integer and bool tensors only."""
+        return type(self)(_node=ops.unary(Op.NOT, self.node))
+
+    def floor_divide(self, o):
+        """``x // o``: ``floor(x / o)`` (integer division rounds toward -inf, as in
+        Python and PyTorch; an integer divisor of 0 gives 0 where PyTorch raises)."""
+        return self // o
+
+    def remainder(self, o):
+        """``x % o``: the remainder with the sign of ``o`` (Python, ``torch.remainder``)."""
+        return self % o
+
+    def bitwise_and(self, o): return self & o
+    def bitwise_or(self, o): return self | o
+    def bitwise_xor(self, o): return self ^ o
+    def bitwise_not(self): return ~self
+    def bitwise_left_shift(self, o): return self << o
+    def bitwise_right_shift(self, o): return self >> o
+
+    def logical_not(self): return ~self.bool()
+    def logical_and(self, o): return self.bool() & _as_bool(o)
+    def logical_or(self, o): return self.bool() | _as_bool(o)
+    def logical_xor(self, o): return self.bool() ^ _as_bool(o)
+
+    def __ifloordiv__(self, o): return self._set_promoted(self // o)
+    def __imod__(self, o): return self._set_promoted(self % o)
+    def __iand__(self, o): return self._set_promoted(self & o)
+    def __ior__(self, o): return self._set_promoted(self | o)
+    def __ixor__(self, o): return self._set_promoted(self ^ o)
+    def __ilshift__(self, o): return self._set_promoted(self << o)
+    def __irshift__(self, o): return self._set_promoted(self >> o)
+
+    def _set_promoted(self, value):
+        """In-place update with ``value``, which must cast to our dtype under PyTorch's
+        rules (:func:`~autodiff.graph.dtypes.can_cast`)."""
+        if not dtypes.can_cast(value.dtype, self.dtype):
+            raise RuntimeError(f"result type {value.dtype} can't be cast to the desired "
+                               f"output type {self.dtype}")
+        return self._set(ops.cast(value.node, self.dtype))
+
+
+def _as_bool(o):
+    if isinstance(o, DTypeMixin):
+        return o.bool()
+    return bool(o) if dtypes.is_scalar(o) else _tensor_cls()(np.asarray(o)).bool()

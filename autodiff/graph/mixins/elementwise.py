@@ -1,0 +1,286 @@
+"""Elementwise math: unary functions, binary functions, ``clamp``, tests for NaN and inf.
+
+Primitives are graph ops (``EXP``, ``ATAN``, ``LOG1P``, ...); the rest are compositions
+chosen to be accurate in float32 and to give PyTorch's gradients (the elementwise fusion
+turns each composition into one kernel). Rounding (``floor``, ``round``, ...) goes
+through an exact float -> int32 -> float conversion below ``2**23``, where every float32
+is already an integer above; its gradient is zero, as in PyTorch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from ..ir import Op
+from ..trace import no_grad
+from .dtype import binary, promoted
+
+_LN2 = math.log(2.0)
+_BIG = 8388608.0          # 2**23: every float32 of at least this magnitude is an integer
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def mask_or(a, b):
+    """Elementwise ``a or b`` of two masks (in the comparison result type)."""
+    return (a.float() + b.float()) > 0
+
+
+def mask_and(a, b):
+    return (a.float() * b.float()) > 0
+
+
+def mask_not(a):
+    return a.float() == 0
+
+
+class ElementwiseMixin:
+    def _un(self, op: Op):
+        return self._wrap(ops.unary(op, self.node))
+
+    def _bin(self, op: Op, other, reverse: bool = False):
+        """``op(self, other)`` (``op(other, self)`` with ``reverse``), promoted as PyTorch
+        does (:func:`.dtype.binary`)."""
+        return binary(op, other, self) if reverse else binary(op, self, other)
+
+    def _signed(self, f):
+        """``f`` of an odd function evaluated on ``|x|`` with the sign put back. ``|x|`` is
+        ``where(x < 0, -x, x)`` so that the gradient at 0 is ``f'(0)``, not 0."""
+        neg = self < 0
+        v = f((-self).where(neg, self))
+        return (-v).where(neg, v)
+
+    # -- primitives ------------------------------------------------------------------------
+    def exp(self): return self._un(Op.EXP)
+    def log(self): return self._un(Op.LOG)
+    def exp2(self): return self._un(Op.EXP2)
+    def log2(self): return self._un(Op.LOG2)
+    def sqrt(self): return self._un(Op.SQRT)
+    def rsqrt(self): return self._un(Op.RSQRT)
+    def reciprocal(self): return self._un(Op.RECIP)
+    def sin(self): return self._un(Op.SIN)
+    def cos(self): return self._un(Op.COS)
+    def tanh(self): return self._un(Op.TANH)
+    def sigmoid(self): return self._un(Op.SIGMOID)
+    def relu(self): return self._un(Op.RELU)
+    def abs(self): return self._un(Op.ABS)
+    def erf(self): return self._un(Op.ERF)
+    def sign(self): return self._un(Op.SIGN)
+    def atan(self): return self._un(Op.ATAN)
+    def log1p(self): return self._un(Op.LOG1P)
+    def expm1(self): return self._un(Op.EXPM1)
+    def neg(self): return -self
+    def square(self): return self ** 2 if self.dtype == "bool" else self * self
+
+    sgn = sign
+    negative = neg
+    arctan = atan
+    absolute = abs
+
+    def positive(self): return self
+
+    # -- trigonometric and hyperbolic --------------------------------------------------------
+    def tan(self): return self.sin() / self.cos()
+
+    def asin(self):
+        """``atan(x / sqrt((1 - x)(1 + x)))``: ``±pi/2`` at ``±1``, NaN outside ``[-1, 1]``."""
+        return (self / ((1.0 - self) * (1.0 + self)).sqrt()).atan()
+
+    def acos(self):
+        """``2 atan(sqrt((1 - x) / (1 + x)))`` (exact differences near ``x = 1``)."""
+        return ((1.0 - self) / (1.0 + self)).sqrt().atan() * 2.0
+
+    def atan2(self, other):
+        """The angle of the point ``(other, self)`` in ``(-pi, pi]`` (``torch.atan2(y, x)``)."""
+        x = self._wrap(self._lift(other)) if not hasattr(other, "node") else other
+        zero = x == 0
+        a = (self / x.where(mask_not(zero), 1.0)).atan()
+        half = self._wrap(ops.const(math.pi / 2, ())).copysign(self)
+        pi = self._wrap(ops.const(math.pi, ())).copysign(self)
+        on_axis = half.where(self != 0, self)
+        return on_axis.where(zero, (a + pi).where(x < 0, a))
+
+    arcsin, arccos, arctan2 = asin, acos, atan2
+
+    def sinh(self):
+        """``(expm1(x) - expm1(-x)) / 2`` (no cancellation near 0), ``exp(|x| - ln 2)`` with
+        the sign of ``x`` above 88 (where ``expm1`` overflows before ``sinh`` does)."""
+        big = self.abs() > 88.0
+        xs = self.where(mask_not(big), 0.0)
+        small = (xs.expm1() - (-xs).expm1()) * 0.5
+        return ((self.abs() - _LN2).exp() * self.sign()).where(big, small)
+
+    def cosh(self):
+        """``e + 1/(4e)`` with ``e = exp(|x| - ln 2)``: finite up to ``cosh``'s own overflow."""
+        e = (self.abs() - _LN2).exp()
+        return e + 0.25 / e
+
+    def asinh(self):
+        """``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``; ``log|x| + ln 2`` above 1e10."""
+        def f(a):
+            big = a > 1e10
+            s = a.minimum(1e10)
+            return (a.maximum(1e10).log() + _LN2).where(
+                big, (s + s * s / (1.0 + (1.0 + s * s).sqrt())).log1p())
+        return self._signed(f)
+
+    def acosh(self):
+        """``log1p(t + sqrt(2t + t^2))`` with ``t = x - 1``; ``log x + ln 2`` above 1e10."""
+        big = self > 1e10
+        t = self.minimum(1e10) - 1.0
+        return (self.maximum(1e10).log() + _LN2).where(big, (t + (t * 2.0 + t * t).sqrt()).log1p())
+
+    def atanh(self):
+        """``log1p(2x / (1 - x)) / 2``."""
+        return (self * 2.0 / (1.0 - self)).log1p() * 0.5
+
+    arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+    # -- logarithms --------------------------------------------------------------------------
+    def log10(self): return self.log() * (1.0 / math.log(10.0))
+
+    def logaddexp(self, other):
+        """``log(exp(a) + exp(b))`` as ``max + log1p(exp(-|a - b|))``; equal infinities
+        give themselves, and ties split the gradient evenly, as in PyTorch."""
+        m = self.maximum(other)
+        d = self - other
+        d = d.where(d == d, 0.0)                 # a == b == ±inf: a - b is NaN
+        return m + (-d.abs()).exp().log1p()
+
+    def logaddexp2(self, other):
+        return self.mul(_LN2).logaddexp(other * _LN2) * (1.0 / _LN2)
+
+    # -- rounding (no gradient) --------------------------------------------------------------
+    def trunc(self):
+        """Rounded toward zero: an exact float -> int32 -> float conversion below ``2**23``."""
+        with no_grad():
+            t = self.to("int32").float()
+            return t.where(self.abs() < _BIG, self)
+
+    fix = trunc
+
+    def floor(self):
+        with no_grad():
+            t = self.trunc()
+            return t - (t > self).float()
+
+    def ceil(self):
+        with no_grad():
+            t = self.trunc()
+            return t + (t < self).float()
+
+    def round(self, decimals: int = 0):
+        """Rounded to the nearest integer, halves to even (PyTorch and numpy); with
+        ``decimals``, ``round(x * 10**d) / 10**d``."""
+        if decimals:
+            s = 10.0 ** decimals
+            return (self * s).round() / s
+        with no_grad():
+            r = (self + 0.5).floor()
+            tie = (r - self) == 0.5
+            odd = (r - (r * 0.5).floor() * 2.0) == 1.0
+            return (r - mask_and(tie, odd).float()).where(self.abs() < _BIG, self)
+
+    def frac(self):
+        """``x - trunc(x)`` (gradient 1)."""
+        return self - self.trunc()
+
+    # -- binary -------------------------------------------------------------------------------
+    def maximum(self, other): return self._bin(Op.MAX, other)
+    def minimum(self, other): return self._bin(Op.MIN, other)
+
+    def fmax(self, other):
+        """``maximum`` that ignores a NaN operand."""
+        o = other if hasattr(other, "node") else self._wrap(self._lift(other))
+        return self.maximum(o).where(self == self, o).where(o == o, self)
+
+    def fmin(self, other):
+        o = other if hasattr(other, "node") else self._wrap(self._lift(other))
+        return self.minimum(o).where(self == self, o).where(o == o, self)
+
+    def fmod(self, other):
+        """``a - trunc(a / b) * b``: the remainder with the sign of ``a`` (C's ``fmod``).
+        Gradients: 1 for ``a``, ``-trunc(a / b)`` for ``b``."""
+        return self - (self / other).trunc() * other
+
+    def remainder(self, other):
+        """``a - floor(a / b) * b``: the remainder with the sign of ``b`` (Python's ``%``)."""
+        return self - (self / other).floor() * other
+
+    def copysign(self, other):
+        """``|a|`` with the sign of ``b`` (``-0.0`` counts as negative)."""
+        o = other if hasattr(other, "node") else self._wrap(self._lift(other))
+        neg = mask_or(o < 0, mask_and(o == 0, o.reciprocal() < 0))
+        return (-self.abs()).where(neg, self.abs())
+
+    def hypot(self, other):
+        """``sqrt(a^2 + b^2)``."""
+        return (self * self + other * other).sqrt()
+
+    def lerp(self, end, weight):
+        """``self + weight * (end - self)``, evaluated as PyTorch does (from ``end`` when
+        ``|weight| >= 0.5``, exact at both ends)."""
+        w = weight if hasattr(weight, "node") else self._wrap(self._lift(weight))
+        d = end - self
+        return (self + w * d).where(w.abs() < 0.5, end - d * (1.0 - w))
+
+    def xlogy(self, other):
+        """``x * log(y)``, 0 where ``x == 0`` (``torch.xlogy``)."""
+        o = other if hasattr(other, "node") else self._wrap(self._lift(other))
+        return (self * o.log()).where(self != 0, 0.0).where(o == o, o)
+
+    # -- clamp --------------------------------------------------------------------------------
+    def clamp(self, min=None, max=None):
+        """``min(max(x, min), max)``; bounds may be tensors. The gradient reaches ``x``
+        where ``min <= x <= max`` (bounds included, as in PyTorch) and a tensor bound
+        where it is the result."""
+        if min is None and max is None:
+            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        out = self
+        if min is not None:
+            lo = min if hasattr(min, "node") else self._wrap(self._lift(min))
+            out = lo.where(out < lo, out)
+        if max is not None:
+            hi = max if hasattr(max, "node") else self._wrap(self._lift(max))
+            out = hi.where(out > hi, out)
+        return out
+
+    clip = clamp
+
+    def clamp_min(self, min): return self.clamp(min=min)
+    def clamp_max(self, max): return self.clamp(max=max)
+
+    def where(self, condition, other):
+        """``self`` where ``condition`` (bool) is true, else ``other`` (``Tensor.where``;
+        the two promoted to one dtype)."""
+        _, (x, y) = promoted(self, other)
+        return self._wrap(ops.where(self._lift(condition), x, y))
+
+    # -- NaN and infinity ------------------------------------------------------------------
+    def isnan(self): return self != self
+    def isinf(self): return self.abs() == math.inf
+    def isposinf(self): return self == math.inf
+    def isneginf(self): return self == -math.inf
+
+    def isfinite(self):
+        return self.abs() < math.inf
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None):
+        """NaN, +inf and -inf replaced (defaults: 0 and the largest finite float32)."""
+        posinf = _F32_MAX if posinf is None else posinf
+        neginf = -_F32_MAX if neginf is None else neginf
+        out = self.where(self == self, float(nan))
+        return out.where(self != math.inf, float(posinf)).where(self != -math.inf, float(neginf))
+
+    def isclose(self, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
+        """``|a - b| <= atol + rtol |b|`` or ``a == b`` (infinities), NaN equal to NaN only
+        with ``equal_nan``."""
+        o = other if hasattr(other, "node") else self._wrap(self._lift(other))
+        close = mask_or((self - o).abs() <= (o.abs() * rtol + atol), self == o)
+        if equal_nan:
+            close = mask_or(close, mask_and(self.isnan(), o.isnan()))
+        return close
+
+    # casts (float, int, to, ...) are the dtype mixin's (mixins/dtype.py)

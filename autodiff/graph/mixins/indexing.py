@@ -1,0 +1,403 @@
+"""Indexing: ``x[key]`` and ``x[key] = v`` (basic and advanced), the gather/scatter family,
+masked writes.
+
+* Basic indexing (ints, slices with positive steps, ``None``, ``...``) is a view: a strided
+  slice and a reshape. A negative step raises ``ValueError`` as in PyTorch (use ``flip``).
+* Advanced indexing follows NumPy/PyTorch (index arrays broadcast together; their result
+  dims go where the first one was when they are adjacent, else first). Index arrays given
+  as numpy arrays or lists (bool masks included) are resolved on the host at trace time
+  into one constant int32 array of flat offsets: the op is one ``GATHER``. Index tensors
+  (traced or data) are combined on the device into flat offsets (float32 arithmetic, exact
+  below ``2**24`` elements); negative indices count from the end, out-of-range ones make
+  the ``GATHER`` raise ``IndexError``.
+* ``x[key] = v`` on a traced tensor is *out of place*: ``x`` names a new value from then
+  on (``where`` of the old value and ``v`` placed by views or a scatter); tensors taken
+  from ``x`` earlier keep the old values (there is no aliasing). On a variable it is an
+  in-place update (an ``ASSIGN``). Duplicate advanced indices add their values (PyTorch
+  leaves the result unspecified).
+* ``gather``/``take_along_dim``/``scatter``/``scatter_add``/``scatter_reduce("sum",
+  "mean")``/``index_add`` use ``GATHER``/``SCATTER_ADD`` on flat offsets.
+  ``scatter_reduce("amax", "amin")`` compares every index with every position of the
+  scattered dim (one-hot, ``index.numel() * n`` work) and reduces with ``RMAX``.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...errors import ShapeError
+from .. import ops
+from ..trace import no_grad, user_site
+from .dims import norm_dim
+
+_EXACT = 1 << 24        # float32 represents every integer below this exactly
+
+
+def _is_tensor(k) -> bool:
+    return hasattr(k, "node") and hasattr(k, "_var")
+
+
+def _is_adv(k) -> bool:
+    return _is_tensor(k) or isinstance(k, (list, np.ndarray)) and not (
+        isinstance(k, np.ndarray) and k.ndim == 0)
+
+
+def _expand_key(key, ndim: int) -> tuple:
+    """``key`` as a tuple of one entry per dim (plus ``None`` entries); a bool mask array
+    becomes its ``nonzero()`` index arrays."""
+    key = key if isinstance(key, tuple) else (key,)
+    out = []
+    for k in key:
+        if isinstance(k, (list, np.ndarray)) and not _is_tensor(k):
+            a = np.asarray(k)
+            if a.dtype == np.bool_:
+                out.extend(a.nonzero())
+                continue
+            if a.dtype.kind not in "iu" and a.size:
+                raise IndexError("tensors used as indices must be long, int or bool")
+            out.append(a.astype(np.int64))
+        elif isinstance(k, np.ndarray):
+            out.append(k.item())
+        else:
+            out.append(k)
+    if sum(k is Ellipsis for k in out) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    real = sum(1 for k in out if k is not None and k is not Ellipsis)
+    if real > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    ell = [j for j, k in enumerate(out) if k is Ellipsis]
+    if ell:
+        out = out[:ell[0]] + [slice(None)] * (ndim - real) + out[ell[0] + 1:]
+    else:
+        out += [slice(None)] * (ndim - real)
+    return tuple(out)
+
+
+def _basic(shape, key):
+    """The slice spec and result shape of a key of ints, slices and ``None`` only."""
+    spec, out, d = [], [], 0
+    for k in key:
+        if k is None:
+            out.append(1)
+            continue
+        size = shape[d]
+        if isinstance(k, slice):
+            if k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+            a, b, s = k.indices(size)
+            spec.append((a, b, s))
+            out.append(len(range(a, b, s)))
+        elif isinstance(k, numbers.Integral):
+            i = int(k) + size if k < 0 else int(k)
+            if not 0 <= i < size:
+                raise IndexError(f"index {int(k)} is out of bounds for dimension {d} with size "
+                                 f"{size}")
+            spec.append((i, i + 1, 1))
+        else:
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             f"bool tensors are valid indices (got {type(k).__name__})")
+        d += 1
+    return spec, out
+
+
+class IndexingMixin:
+    # -- reading ---------------------------------------------------------------------------
+    def __getitem__(self, key):
+        if _is_tensor(key) and key.dtype in ("int32", "int64") and self.ndim >= 1:
+            return self._take_rows(key)
+        key = _expand_key(key, self.ndim)
+        if not any(_is_adv(k) for k in key):
+            spec, out = _basic(self.shape, key)
+            return self._wrap(ops.reshape(ops.slice_(self.node, spec), out))
+        y, key = self._split_key(key)
+        if not any(_is_tensor(k) for k in key):
+            flat = np.arange(y.numel(), dtype=np.int64).reshape(y.shape)[key]
+            return y._gather_flat(type(self)(flat.astype(np.int32)))
+        return y._advanced(key)
+
+    def _split_key(self, key):
+        """PyTorch applies the basic entries (ints, slices, ``None``) first, as views: the
+        view, and the advanced key left for it (index arrays and full slices)."""
+        spec, out = _basic(self.shape, [slice(None) if _is_adv(k) else k for k in key])
+        y = self._wrap(ops.reshape(ops.slice_(self.node, spec), out))
+        rest = tuple(k if _is_adv(k) else slice(None) for k in key
+                     if not isinstance(k, numbers.Integral))
+        return y, rest
+
+    def _take_rows(self, idx):
+        """``x[idx]`` for an integer index tensor: rows of dim 0, negative ones counted from
+        the end (one fused elementwise op on the indices, then a ``GATHER``)."""
+        n = self.shape[0]
+        with no_grad():
+            f = idx.float()
+            idx = (f + n).where(f < 0, f).int()
+        return self._wrap(ops.gather(self.node, idx.node))
+
+    def _gather_flat(self, flat):
+        """Elements at the int32 flat (row-major) offsets ``flat`` (any shape)."""
+        return self._wrap(ops.gather(ops.reshape(self.node, (self.numel(),)), flat.node))
+
+    def _advanced(self, key):
+        """Advanced indexing with index tensors (``key``: one entry per dim, index arrays
+        or full slices): the indexed dims moved first and flattened, one ``GATHER`` of flat
+        offsets, its result dims moved to where the first index was when the indices are
+        adjacent."""
+        y = self
+        ydims, idxs = [], []
+        for pos, k in enumerate(key):
+            if isinstance(k, slice):
+                continue
+            if _is_tensor(k) and k.dtype not in ("int32", "int64"):
+                raise IndexError("tensors used as indices must be integer tensors; a mask "
+                                 "would give a data-dependent shape (use masked_fill or where)")
+            ydims.append(pos)
+            idxs.append(k if _is_tensor(k) else type(self)(np.asarray(k, np.float32)))
+        flat = y._flat_offsets(ydims, idxs)
+        rest = [d for d in range(y.ndim) if d not in ydims]
+        table = y.permute(*ydims, *rest) if y.ndim else y
+        lead = int(np.prod([y.shape[d] for d in ydims], dtype=np.int64))
+        out = table.reshape(lead, *[y.shape[d] for d in rest])
+        out = out._wrap(ops.gather(out.node, flat.node))
+        adjacent = ydims == list(range(ydims[0], ydims[0] + len(ydims)))
+        if adjacent and ydims[0] > 0:
+            nb = flat.ndim
+            at = ydims[0]
+            perm = list(range(nb, nb + at)) + list(range(nb)) + list(range(nb + at, out.ndim))
+            out = out.permute(*perm)
+        return out
+
+    def _flat_offsets(self, dims, idxs):
+        """int32 row-major offsets into the sub-array of ``dims`` of this tensor for the
+        index tensors ``idxs`` (broadcast together), -1 where an index is out of range."""
+        sizes = [self.shape[d] for d in dims]
+        total = int(np.prod(sizes, dtype=np.int64))
+        if total >= _EXACT:
+            raise ShapeError("index", [self.shape], user_site(),
+                             f"index tensors over {total} >= 2**24 positions")
+        with no_grad():
+            flat, bad, stride = None, None, 1
+            for n, t in reversed(list(zip(sizes, idxs))):
+                f = t.float() if _is_tensor(t) else t
+                f = (f + n).where(f < 0, f)
+                out = ((f < 0).float() + (f >= n).float())
+                bad = out if bad is None else bad + out
+                term = f * float(stride) if stride != 1 else f
+                flat = term if flat is None else flat + term
+                stride *= n
+            return self._minus_one().where(bad > 0, flat).int()
+
+    def _minus_one(self):
+        return self._wrap(ops.const(-1.0, ()))
+
+    def index_select(self, dim: int, index):
+        """Slices ``index`` (1-D int tensor) of dim ``dim``: a ``GATHER`` of rows after moving
+        ``dim`` first. Indices must lie in ``[0, n)`` (else ``IndexError`` at run time)."""
+        d = self._dim(dim)
+        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        if index.ndim > 1:
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        if self.ndim == 0:
+            return self._wrap(ops.gather(ops.reshape(self.node, (1,)), index.reshape(-1).node)) \
+                .reshape(index.shape)
+        x = self.movedim(d, 0)
+        out = x._wrap(ops.gather(x.node, index.reshape(-1).node))
+        return out.movedim(0, d)
+
+    def _dim_offsets(self, dim: int, index):
+        """Flat offsets into this tensor of ``index`` (same rank) along ``dim``: the
+        positions of ``index`` in every other dim, its values in ``dim`` (-1 where out of
+        range, so that the ``GATHER`` raises)."""
+        d = self._dim(dim)
+        if index.ndim != self.ndim:
+            raise RuntimeError(f"Index tensor must have the same number of dimensions as input "
+                               f"tensor ({index.ndim} vs {self.ndim})")
+        for i, (a, b) in enumerate(zip(index.shape, self.shape)):
+            if i != d and a > b:
+                raise RuntimeError(f"Size does not match at dimension {i}: index {a} vs input "
+                                   f"{b}")
+        strides = [int(np.prod(self.shape[i + 1:], dtype=np.int64)) for i in range(self.ndim)]
+        if self.numel() >= _EXACT:
+            raise ShapeError("gather", [self.shape], user_site(), "more than 2**24 elements")
+        grid = np.zeros(index.shape, np.float64)
+        for i, n in enumerate(index.shape):
+            if i != d:
+                shape = [1] * index.ndim
+                shape[i] = n
+                grid = grid + (np.arange(n) * strides[i]).reshape(shape)
+        n = self.shape[d] if self.ndim else 1
+        with no_grad():
+            f = index.float()
+            flat = f * float(strides[d] if self.ndim else 1) + type(self)(grid.astype(np.float32))
+            bad = (f < 0).float() + (f >= n).float()
+            return self._minus_one().where(bad > 0, flat).int()
+
+    def gather(self, dim: int, index):
+        """``out[..i, j, k..] = x[..i, index[..i, j, k..], k..]`` along ``dim`` (``index`` of
+        the same rank, no larger in other dims): one ``GATHER`` of flat offsets; its
+        gradient is a ``SCATTER_ADD``."""
+        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        if self.ndim == 0:
+            return self._gather_flat(self._dim_offsets(dim, index.reshape(())))
+        return self._gather_flat(self._dim_offsets(dim, index))
+
+    def take_along_dim(self, indices, dim=None):
+        """``gather`` with ``indices`` and this tensor broadcast together except along
+        ``dim``; ``dim=None`` indexes the flattened tensor."""
+        indices = indices if _is_tensor(indices) else type(self)(np.asarray(indices, np.int32))
+        if dim is None:
+            return self.reshape(-1).gather(0, indices.reshape(-1))
+        d = self._dim(dim)
+        if indices.ndim != self.ndim:
+            raise RuntimeError("take_along_dim(): input and indices should have the same "
+                               "number of dimensions")
+        shape = list(ops.broadcast_shape("take_along_dim", self.shape[:d] + (1,) + self.shape[d + 1:],
+                                         indices.shape[:d] + (1,) + indices.shape[d + 1:]))
+        xs, ix = list(shape), list(shape)
+        xs[d], ix[d] = self.shape[d], indices.shape[d]
+        return self.broadcast_to(xs).gather(d, indices.broadcast_to(ix))
+
+    # -- writing ---------------------------------------------------------------------------
+    def _scatter_parts(self, dim: int, index, src):
+        """(flat offsets of ``index`` along ``dim``, ``src`` cut to ``index``'s shape as a
+        flat vector, ``SCATTER_ADD`` of ``src``, ``SCATTER_ADD`` of ones)."""
+        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        flat = self._dim_offsets(dim, index).reshape(-1)
+        if _is_tensor(src):
+            for i, (a, b) in enumerate(zip(index.shape, src.shape)):
+                if a > b:
+                    raise RuntimeError(f"scatter: index size {a} exceeds src size {b} in dim {i}")
+            src = src[tuple(slice(0, n) for n in index.shape)] if src.ndim else src
+            vals = src.reshape(-1) if src.ndim else src.broadcast_to(index.shape).reshape(-1)
+        else:
+            vals = self._wrap(ops.const(float(src), (flat.shape[0],)))
+        n = self.numel()
+        summed = self._wrap(ops.scatter_add(vals.node, flat.node, n)).reshape(self.shape)
+        ones = self._wrap(ops.const(1.0, (flat.shape[0],)))
+        with no_grad():
+            count = self._wrap(ops.scatter_add(ones.node, flat.node, n)).reshape(self.shape)
+        return summed, count
+
+    def scatter(self, dim: int, index, src=None, *, value=None, reduce=None):
+        """A copy of this tensor with ``src`` (a tensor or a number) written at ``index``
+        along ``dim`` (``out[..i, index[..i, j, k..], k..] = src[..i, j, k..]``).
+        ``reduce="add"`` / ``"multiply"``-less forms only; duplicate indices add."""
+        src = value if src is None else src
+        if reduce is not None:
+            if reduce == "add":
+                return self.scatter_add(dim, index, src if _is_tensor(src) else
+                                        self._wrap(ops.const(float(src), tuple(index.shape))))
+            raise NotImplementedError(f"scatter(reduce={reduce!r}): use scatter_reduce")
+        summed, count = self._scatter_parts(dim, index, src)
+        return summed.where(count > 0, self)
+
+    def scatter_add(self, dim: int, index, src):
+        """This tensor plus ``src`` added at ``index`` along ``dim`` (duplicates add)."""
+        summed, _ = self._scatter_parts(dim, index, src)
+        return self + summed
+
+    def scatter_reduce(self, dim: int, index, src, reduce: str, *, include_self: bool = True):
+        """``src`` reduced into this tensor at ``index`` along ``dim`` with ``reduce`` in
+        ``"sum"``, ``"mean"`` (integer division is not applied: float32), ``"amax"``,
+        ``"amin"``; ``include_self`` counts this tensor's value as one of the reduced.
+
+        Raises:
+            RuntimeError: another ``reduce`` (``"prod"`` is not supported).
+        """
+        if reduce in ("sum", "mean"):
+            summed, count = self._scatter_parts(dim, index, src)
+            base = self if include_self else self.where(count == 0, 0.0)
+            total = base + summed
+            if reduce == "sum":
+                return total
+            return total / (count + float(include_self)).where(count > 0, 1.0)
+        if reduce in ("amax", "amin"):
+            return self._scatter_extreme(dim, index, src, reduce == "amax", include_self)
+        raise RuntimeError(f"scatter_reduce: reduce must be 'sum', 'mean', 'amax' or 'amin', "
+                           f"got {reduce!r}")
+
+    def _scatter_extreme(self, dim, index, src, is_max: bool, include_self: bool):
+        """One-hot form: for each position ``t`` of ``dim`` and each other position, the
+        extreme of the ``src`` values whose index is ``t`` (and of this tensor's value),
+        ties sharing the gradient evenly as PyTorch's."""
+        d = self._dim(dim)
+        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        sub = tuple(slice(0, n) if i != d else slice(None) for i, n in enumerate(index.shape))
+        src = src[tuple(slice(0, n) for n in index.shape)]
+        x = self[sub]                                     # the box the index covers
+        n = self.shape[d]
+        s = src if is_max else -src
+        xv = x if is_max else -x
+        with no_grad():
+            shape = [1] * (index.ndim + 1)
+            shape[d] = n
+            pos = type(self)(np.arange(n, dtype=np.float32).reshape(shape))
+            hit = index.float().unsqueeze(d) == pos        # [.., n, J, ..]: index j hits t
+            any_hit = hit.float().sum(d + 1) > 0
+        cand = s.unsqueeze(d).where(hit, -np.inf)          # [.., n, J, ..]
+        if include_self:
+            cand = cand.cat(xv.unsqueeze(d + 1), dim=d + 1)
+        best = cand.amax(d + 1)
+        best = best if is_max else -best
+        out = best.where(any_hit, x)
+        if x.shape == self.shape:
+            return out
+        pads = [(0, a - b) for a, b in zip(self.shape, out.shape)]
+        placed = self._wrap(ops.pad(out.node, pads))
+        inside = self._wrap(ops.pad(ops.const(1.0, out.shape), pads))
+        return placed.where(inside > 0, self)
+
+    def index_add(self, dim: int, index, source, *, alpha: float = 1.0):
+        """This tensor plus ``alpha * source`` added at the slices ``index`` (1-D) of ``dim``
+        (duplicates add): a ``SCATTER_ADD`` of rows after moving ``dim`` first."""
+        d = self._dim(dim)
+        index = index if _is_tensor(index) else type(self)(np.asarray(index, np.int32))
+        if index.ndim > 1:
+            raise IndexError("index_add_(): Index is supposed to be a vector")
+        x = self.movedim(d, 0) if self.ndim else self.reshape(1)
+        s = source.movedim(d, 0) if source.ndim else source.reshape(1)
+        if alpha != 1:
+            s = s * alpha
+        added = self._wrap(ops.scatter_add(s.node, index.reshape(-1).node, x.shape[0]))
+        out = x + added
+        return out.movedim(0, d) if self.ndim else out.reshape(())
+
+    def masked_fill(self, mask, value):
+        """``value`` where ``mask`` is nonzero (broadcast), this tensor elsewhere."""
+        return self._wrap(ops.where(self._lift(mask), ops.cast(self._lift(value), self.dtype),
+                                    self.node))
+
+    def __setitem__(self, key, value):
+        """``x[key] = value`` (see the module docstring: out of place for traced tensors)."""
+        v = value if _is_tensor(value) else self._wrap(self._lift(value))
+        if _is_tensor(key) and key.dtype in ("int32", "int64"):
+            key = (key,)
+        ekey = _expand_key(key, self.ndim)
+        if not any(_is_adv(k) for k in ekey):
+            spec, out = _basic(self.shape, ekey)
+            norm = ops.norm_slice(spec, self.shape)
+            region = tuple(len(range(a, b, s)) for a, b, s in norm)
+            vb = ops.reshape(ops.expand(v.node, out), region)
+            placed = ops.unslice(vb, norm, self.shape)
+            inside = ops.unslice(ops.const(True, region, "bool"), norm, self.shape)
+            new = self._wrap(ops.where(inside, placed, self.node))
+        else:
+            if any(_is_tensor(k) for k in ekey):
+                grid = type(self)(np.arange(self.numel(), dtype=np.float32).reshape(self.shape))
+                g, rest = grid._split_key(ekey)
+                flat = g._advanced(rest).int()
+            else:
+                g = np.arange(self.numel(), dtype=np.int64).reshape(self.shape)
+                basic = tuple(slice(None) if _is_adv(k) else k for k in ekey)
+                rest = tuple(k if _is_adv(k) else slice(None) for k in ekey
+                             if not isinstance(k, numbers.Integral))
+                flat = type(self)(g[basic][rest].astype(np.int32))
+            vals = v.broadcast_to(flat.shape).reshape(-1)
+            f = flat.reshape(-1)
+            n = self.numel()
+            summed = self._wrap(ops.scatter_add(vals.node, f.node, n)).reshape(self.shape)
+            with no_grad():
+                ones = ops.const(1.0, f.shape)
+                count = self._wrap(ops.scatter_add(ones, f.node, n)).reshape(self.shape)
+            new = summed.where(count > 0, self)
+        self._set(ops.cast(new.node, self.dtype) if new.dtype != self.dtype else new.node)

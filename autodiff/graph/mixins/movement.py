@@ -1,0 +1,350 @@
+"""Movement: views of a tensor (reshape, permute, expand, slice, flip, concatenation).
+
+Every op here is index arithmetic: lowering turns it into an access expression over the
+producer's buffer, never a copy (a strided slice is ``start + step*i``, a diagonal a slice
+of the flattened matrix with step ``n + 1``, a repeat an expand between reshapes).
+"""
+from __future__ import annotations
+
+import numbers
+
+from ...errors import ShapeError
+from .. import ops
+from ..trace import user_site
+from .creation import shape_args
+from .dims import norm_dim, norm_dims
+
+
+def _ints(args) -> tuple[int, ...]:
+    """``f(0, 1)``, ``f((0, 1))``, ``f([0, 1])`` and ``f(0)`` all give ``(0, 1)`` / ``(0,)``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return tuple(int(a) for a in args)
+
+
+class MovementMixin:
+    def _dim(self, d) -> int:
+        return norm_dim(d, self.ndim, self.shape)
+
+    # -- shape ---------------------------------------------------------------------------
+    def reshape(self, *shape):
+        """The same elements in row-major order viewed as ``shape`` (one entry may be -1)."""
+        return self._wrap(ops.reshape(self.node, shape_args(shape)))
+
+    view = reshape
+
+    def view_as(self, other):
+        return self.reshape(other.shape)
+
+    reshape_as = view_as
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        """Dims ``start_dim..end_dim`` (inclusive) merged into one; a 0-d tensor becomes 1-D."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        a, b = self._dim(start_dim), self._dim(end_dim)
+        if a > b:
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+        s = self.shape
+        n = 1
+        for d in s[a:b + 1]:
+            n *= d
+        return self.reshape(*s[:a], n, *s[b + 1:])
+
+    def unflatten(self, dim: int, sizes):
+        """Dim ``dim`` split into ``sizes`` (one entry may be -1)."""
+        d = self._dim(dim)
+        sizes = [int(x) for x in sizes]
+        if -1 in sizes:
+            known = 1
+            for x in sizes:
+                known *= x if x != -1 else 1
+            sizes[sizes.index(-1)] = self.shape[d] // known if known else 0
+        n = 1
+        for x in sizes:
+            n *= x
+        if n != self.shape[d]:
+            raise ShapeError("unflatten", [self.shape, sizes], user_site(),
+                             f"sizes multiply to {n}, dim {d} has {self.shape[d]}")
+        return self.reshape(*self.shape[:d], *sizes, *self.shape[d + 1:])
+
+    def permute(self, *dims):
+        """Dims reordered: result dim ``i`` is dim ``dims[i]``."""
+        dims = _ints(dims)
+        if len(dims) != self.ndim:
+            raise RuntimeError(f"permute(): number of dims {len(dims)} does not match the "
+                               f"tensor's {self.ndim}")
+        return self._wrap(ops.permute(self.node, [self._dim(d) for d in dims]))
+
+    def transpose(self, dim0: int, dim1: int):
+        """Dims ``dim0`` and ``dim1`` swapped."""
+        perm = list(range(self.ndim))
+        a, b = self._dim(dim0), self._dim(dim1)
+        if self.ndim == 0:
+            return self
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.permute(*perm)
+
+    swapaxes = swapdims = transpose
+
+    def movedim(self, source, destination):
+        """Dims ``source`` moved to positions ``destination`` (ints or sequences), the
+        other dims keeping their order."""
+        src = [source] if isinstance(source, numbers.Integral) else list(source)
+        dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
+        if len(src) != len(dst):
+            raise RuntimeError("movedim: source and destination must have the same length")
+        src = [self._dim(d) for d in src]
+        dst = [self._dim(d) for d in dst]
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise RuntimeError("movedim: repeated dim")
+        perm = [None] * self.ndim
+        for s, d in zip(src, dst):
+            perm[d] = s
+        rest = iter(d for d in range(self.ndim) if d not in src)
+        perm = [p if p is not None else next(rest) for p in perm]
+        return self.permute(*perm) if self.ndim else self
+
+    moveaxis = movedim
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim))) if self.ndim else self
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def t(self):
+        """Transpose of a tensor of at most 2 dims (``torch.t``)."""
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D")
+        return self.T
+
+    def broadcast_to(self, *shape):
+        """Size-1 dims grown and leading dims added to reach ``shape`` (-1 keeps a size)."""
+        return self._wrap(ops.expand(self.node, shape_args(shape)))
+
+    expand = broadcast_to
+
+    def expand_as(self, other):
+        return self.broadcast_to(other.shape)
+
+    def unsqueeze(self, dim: int):
+        """A size-1 dim inserted at ``dim`` (in ``[-ndim-1, ndim]``)."""
+        d = norm_dim(dim, self.ndim + 1)
+        s = list(self.shape)
+        s.insert(d, 1)
+        return self.reshape(*s)
+
+    def squeeze(self, dim=None):
+        """Size-1 dims removed (all, or those of ``dim``, an int or tuple: a listed dim whose
+        size is not 1 stays, as in PyTorch)."""
+        if dim is None:
+            dims = range(self.ndim)
+        elif isinstance(dim, (tuple, list)) and not dim:
+            dims = ()
+        else:
+            dims = norm_dims(dim, self.ndim, self.shape)
+        return self.reshape(*[d for i, d in enumerate(self.shape) if not (i in dims and d == 1)])
+
+    def contiguous(self):
+        return self
+
+    # -- slicing -------------------------------------------------------------------------
+    def _slice_dim(self, dim: int, start, stop, step: int = 1):
+        spec = [(None, None, 1)] * self.ndim
+        spec[self._dim(dim)] = (start, stop, step)
+        return self._wrap(ops.slice_(self.node, spec))
+
+    def index(self, dim: int, start: int, stop: int):
+        """Elements ``start:stop`` of dim ``dim`` (the original project's ``index``)."""
+        return self._slice_dim(dim, start, stop)
+
+    def narrow(self, dim: int, start: int, length: int):
+        """Elements ``start .. start+length-1`` of dim ``dim`` (``start`` may be negative)."""
+        d = self._dim(dim)
+        n = self.shape[d]
+        if not -n <= start <= n:
+            raise IndexError(f"narrow(): start {start} out of range for dim {d} of size {n}")
+        start = start % n if n and start < 0 else start
+        if length < 0 or start + length > n:
+            raise RuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension "
+                               f"size ({n})")
+        return self._slice_dim(d, start, start + length)
+
+    def flip(self, *dims):
+        """The order of elements reversed along each of ``dims`` (a view: ``n-1-i``)."""
+        dims = norm_dims(_ints(dims), self.ndim) if _ints(dims) else ()
+        spec = [(None, None, -1 if i in dims else 1) for i in range(self.ndim)]
+        return self._wrap(ops.slice_(self.node, spec))
+
+    def fliplr(self):
+        return self.flip(1)
+
+    def flipud(self):
+        return self.flip(0)
+
+    def roll(self, shifts, dims=None):
+        """Elements shifted by ``shifts`` along ``dims``, wrapping around (two slices joined);
+        ``dims=None`` rolls the flattened tensor."""
+        if dims is None:
+            s = shifts if isinstance(shifts, numbers.Integral) else _only(shifts)
+            return self.flatten().roll(s, 0).reshape(self.shape)
+        shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
+        if len(shifts) != len(dims):
+            raise RuntimeError(f"roll: shifts ({len(shifts)}) and dims ({len(dims)}) differ in "
+                               "length")
+        out = self
+        for s, d in zip(shifts, dims):
+            d = self._dim(d)
+            n = self.shape[d]
+            if n == 0 or s % n == 0:
+                continue
+            s %= n
+            out = out._slice_dim(d, n - s, n).cat(out._slice_dim(d, 0, n - s), dim=d)
+        return out
+
+    # -- repetition ----------------------------------------------------------------------
+    def repeat(self, *sizes):
+        """The tensor tiled ``sizes[i]`` times along dim ``i`` (extra leading sizes add dims):
+        ``[r, d]`` expanded and merged, element ``i`` of the result is ``i % d``."""
+        sizes = _ints(sizes)
+        if len(sizes) < self.ndim:
+            raise RuntimeError("repeat(): number of repeat dims can not be smaller than the "
+                               "number of tensor dims")
+        x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        inter, big, out = [], [], []
+        for r, d in zip(sizes, x.shape):
+            inter += [1, d]
+            big += [r, d]
+            out.append(r * d)
+        return x.reshape(inter).expand(big).reshape(out)
+
+    def tile(self, *dims):
+        """``repeat`` with ``dims`` padded with leading 1s to the tensor's rank."""
+        dims = _ints(dims)
+        return self.repeat(*((1,) * (self.ndim - len(dims)) + dims))
+
+    def repeat_interleave(self, repeats, dim=None, *, output_size=None):
+        """Each element repeated ``repeats`` times along ``dim`` (flattened if None):
+        an int (expand between reshapes) or one static count per element (an index
+        gather with constant indices)."""
+        x = self.flatten() if dim is None else self
+        d = 0 if dim is None else x._dim(dim)
+        if isinstance(repeats, numbers.Integral):
+            r = int(repeats)
+            s = x.shape
+            return x.unsqueeze(d + 1).expand(*s[:d + 1], r, *s[d + 1:]) \
+                .reshape(*s[:d], s[d] * r, *s[d + 1:])
+        import numpy as np
+        counts = np.asarray(repeats.numpy() if hasattr(repeats, "numpy") else repeats).reshape(-1)
+        if counts.size == 1:
+            return x.repeat_interleave(int(counts[0]), d)
+        if counts.size != x.shape[d] or (counts < 0).any():
+            raise RuntimeError(f"repeat_interleave: repeats must have the same size as input "
+                               f"along dim ({x.shape[d]}), got {counts.size}")
+        idx = np.repeat(np.arange(x.shape[d]), counts).astype(np.int32)
+        return x.index_select(d, type(self)(idx))
+
+    # -- splitting and joining --------------------------------------------------------------
+    def split(self, split_size_or_sections, dim: int = 0):
+        """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or of the listed
+        sizes; a tuple of views."""
+        d = self._dim(dim)
+        n = self.shape[d]
+        if isinstance(split_size_or_sections, numbers.Integral):
+            s = int(split_size_or_sections)
+            if s <= 0 and n:
+                raise RuntimeError(f"split_size can only be 0 if dimension size is 0, got {s}")
+            sizes = [min(s, n - i) for i in range(0, n, s)] if s else [0]
+        else:
+            sizes = [int(x) for x in split_size_or_sections]
+            if sum(sizes) != n:
+                raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n}"
+                                   f" (input tensor's size at dimension {d}), but got "
+                                   f"split_sizes={sizes}")
+        out, at = [], 0
+        for s in sizes:
+            out.append(self._slice_dim(d, at, at + s))
+            at += s
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``torch.chunk``)."""
+        if chunks <= 0:
+            raise RuntimeError("chunk expects `chunks` to be greater than 0")
+        n = self.shape[self._dim(dim)]
+        return self.split(max(-(-n // chunks), 1) if n else 1, dim) if n else \
+            tuple(self._slice_dim(dim, 0, 0) for _ in range(chunks))
+
+    def unbind(self, dim: int = 0):
+        """The slices along ``dim``, each without that dim."""
+        d = self._dim(dim)
+        return tuple(p.squeeze(d) for p in self.split(1, d)) if self.shape[d] else ()
+
+    def cat(self, *others, dim: int = 0):
+        """``self`` and ``others`` joined along ``dim`` (``torch.cat``)."""
+        xs = [self, *others]
+        if any(x.ndim != 1 for x in xs):       # PyTorch skips 1-D empty tensors in cat
+            xs = [x for x in xs if not (x.ndim == 1 and x.shape[0] == 0)] or xs[:1]
+        return self._wrap(ops.concat([self._lift(x) for x in xs], dim))
+
+    def stack(self, *others, dim: int = 0):
+        """``self`` and ``others`` (one shape) joined along a new dim (``torch.stack``)."""
+        shapes = {tuple(o.shape) for o in (self,) + others}
+        if len(shapes) > 1:
+            raise ShapeError("stack", [o.shape for o in (self,) + others], user_site(),
+                             "stack expects each tensor to be equal size")
+        d = norm_dim(dim, self.ndim + 1)
+        return self.unsqueeze(d).cat(*[o.unsqueeze(d) for o in others], dim=d)
+
+    # -- diagonals -------------------------------------------------------------------------
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+        """The diagonal ``offset`` of the matrices over ``dim1`` x ``dim2``, as the last dim:
+        the flattened matrix sliced with step ``m + 1`` (a view)."""
+        a, b = self._dim(dim1), self._dim(dim2)
+        if a == b:
+            raise RuntimeError("diagonal dimensions cannot be identical")
+        x = self.movedim((a, b), (-2, -1))
+        n, m = x.shape[-2], x.shape[-1]
+        k = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
+        start = offset if offset >= 0 else -offset * m
+        flat = x.reshape(*x.shape[:-2], n * m)
+        if k == 0:
+            return flat._slice_dim(-1, 0, 0)
+        return flat._slice_dim(-1, start, start + (m + 1) * (k - 1) + 1, m + 1)
+
+    def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1):
+        """Matrices whose diagonal ``offset`` (over the new dims ``dim1``, ``dim2``) holds
+        the last dim, zeros elsewhere: the inverse placement of :meth:`diagonal` (views)."""
+        k = self.shape[-1] if self.ndim else 1
+        x = self if self.ndim else self.reshape(1)
+        n = k + abs(offset)
+        start = offset if offset >= 0 else -offset * n
+        spec = [(0, d, 1) for d in x.shape[:-1]] + [(start, start + (n + 1) * k, n + 1)]
+        flat = self._wrap(ops.unslice(x.node, spec, x.shape[:-1] + (n * n,)))
+        out = flat.reshape(*x.shape[:-1], n, n)
+        nd = out.ndim
+        a, b = norm_dim(dim1, nd), norm_dim(dim2, nd)
+        if a == b:
+            raise RuntimeError("diagonal dimensions cannot be identical")
+        return out.movedim((nd - 2, nd - 1), (a, b))
+
+    def diag(self, diagonal: int = 0):
+        """A 1-D tensor as the ``diagonal`` of a square matrix, or the ``diagonal`` of a
+        2-D tensor as a 1-D one (``torch.diag``)."""
+        if self.ndim == 1:
+            return self.diag_embed(diagonal)
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {self.ndim}D")
+
+
+def _only(seq) -> int:
+    seq = tuple(seq)
+    if len(seq) != 1:
+        raise RuntimeError("roll: without dims, shifts must be a single int")
+    return int(seq[0])

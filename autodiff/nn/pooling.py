@@ -1,0 +1,568 @@
+"""Pooling and resampling: ``F.max_pool1d/2d``, ``avg_pool1d/2d``, ``adaptive_avg_pool1d/2d``,
+``adaptive_max_pool1d/2d``, ``interpolate``, ``pixel_shuffle``/``pixel_unshuffle``, and their
+modules, with PyTorch's arguments, defaults and output sizes.
+
+Pooling is a window view plus a reduction: pad (``-inf`` for max, zeros for average) ->
+``WINDOW`` per spatial dim -> ``RMAX``/``SUM`` over the window dims. Adaptive pooling uses the
+same windows, cut at PyTorch's start/end indices (``floor(i*L/O)``, ``ceil((i+1)*L/O)``): a
+window of the longest length per output, masked beyond each window's own length.
+Interpolation multiplies by constant per-dim resampling matrices (two nonzeros per row for
+linear, one for nearest), i.e. DOTs, or expands for integer nearest scale factors.
+
+Max pooling's gradient goes to every maximal element of a window, split evenly on ties
+(``RMAX``'s rule, like ``torch.amax``); PyTorch's ``max_pool`` gives it all to the first
+maximal element. The two agree whenever a window's maximum is unique (e.g. after ReLU, tied
+zeros get no gradient through the ReLU either way).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..graph import ops
+from ..graph.tensor import Tensor, _wrap, concat, where
+from ..graph.trace import user_site
+from .module import Module
+from .padding import pad as _pad
+
+_BIG = float(2 ** 24)
+
+
+def _tuple(v, n: int, what: str) -> tuple:
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1 and n > 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise ValueError(f"{what} must be an int or have {n} entries, got {tuple(v)}")
+        return tuple(int(a) for a in v)
+    return (int(v),) * n
+
+
+def _batched(op: str, x: Tensor, nsp: int) -> tuple[Tensor, bool]:
+    if x.ndim not in (nsp + 1, nsp + 2):
+        raise ShapeError(op, [x.shape], user_site(),
+                         f"expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D (batched) input")
+    return (x.unsqueeze(0), True) if x.ndim == nsp + 1 else (x, False)
+
+
+def _out_len(length, k, s, p, d, ceil_mode) -> int:
+    """PyTorch's pooling output size (``pooling_output_shape``)."""
+    num = length + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
+    out = num // s + 1
+    if ceil_mode and (out - 1) * s >= length + p:
+        out -= 1
+    return out
+
+
+def _uniform_windows(op, x, kernel, stride, padding, dilation, ceil_mode, fill):
+    """Pad with ``fill`` and window every spatial dim: ``[N, C, *out, *kernel]`` and the
+    output sizes."""
+    nsp = len(kernel)
+    outs, pads = [], []
+    for i, (k, s, p, d) in enumerate(zip(kernel, stride, padding, dilation)):
+        if s < 1 or k < 1 or d < 1:
+            raise ValueError(f"{op}: kernel_size, stride and dilation must be positive")
+        if p > k // 2:
+            raise ValueError(f"{op}: pad should be at most half of effective kernel size, "
+                             f"but got pad={p}, kernel_size={k}")
+        n = x.shape[2 + i]
+        o = _out_len(n, k, s, p, d, ceil_mode)
+        if o < 1:
+            raise ShapeError(op, [x.shape], user_site(), f"output size {o} is too small "
+                             f"(kernel {kernel}, stride {stride}, padding {padding})")
+        outs.append(o)
+        extra = max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p))
+        pads.append((p, p + extra))
+    flat = [a for pr in reversed(pads) for a in pr]
+    if any(flat):
+        x = _pad(x, flat, value=fill)
+    for i, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
+        x = _wrap(ops.window(x.node, 2 + i, k, s, d))
+        if x.shape[2 + i] > outs[i]:     # ceil-mode padding may allow one more start
+            x = x.index(2 + i, 0, outs[i])
+    return x, outs, pads
+
+
+def _first_index(win: Tensor, best: Tensor, idx: Tensor, nsp: int) -> Tensor:
+    """int32 index of the first maximal window element (smallest flat input position,
+    PyTorch's scan order), ``idx`` holding the windows' flat input positions."""
+    dims = tuple(range(-nsp, 0))
+    hit = win == best
+    return (-where(hit, -idx, -_BIG).amax(dims)).int()
+
+
+def _index_windows(shape_sp, pads, kernel, stride, dilation, outs) -> Tensor:
+    """Flat input positions ``h*W + w`` windowed like the values: ``[*out, *kernel]``."""
+    pos = Tensor(np.arange(math.prod(shape_sp), dtype=np.float32).reshape(shape_sp))
+    flat = [a for pr in reversed(pads) for a in pr]
+    if any(flat):
+        pos = _pad(pos, flat, value=-1.0)
+    for i, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
+        pos = _wrap(ops.window(pos.node, i, k, s, d))
+        if pos.shape[i] > outs[i]:
+            pos = pos.index(i, 0, outs[i])
+    return pos
+
+
+def _max_pool(op, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nsp):
+    x, unbatched = _batched(op, x, nsp)
+    kernel = _tuple(kernel_size, nsp, "kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else \
+        _tuple(stride, nsp, "stride")
+    padding, dilation = _tuple(padding, nsp, "padding"), _tuple(dilation, nsp, "dilation")
+    win, outs, pads = _uniform_windows(op, x, kernel, stride, padding, dilation, ceil_mode,
+                                       -math.inf)
+    dims = tuple(range(-nsp, 0))
+    y = win.amax(dims)
+    if not return_indices:
+        return y.squeeze(0) if unbatched else y
+    pos = _index_windows(x.shape[2:], pads, kernel, stride, dilation, outs)
+    idx = _first_index(win, y.reshape(*y.shape, *([1] * nsp)), pos, nsp)
+    return (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-D max pooling, as ``torch.nn.functional.max_pool1d``.
+
+    ``[N, C, L]`` (or ``[C, L]``) -> ``[N, C, L_out]``, ``L_out = floor_or_ceil((L + 2p -
+    d(k-1) - 1) / s) + 1`` (a last window starting in the right padding is dropped).
+    ``stride`` defaults to ``kernel_size``; ``padding`` (``-inf``) at most half the kernel.
+    With ``return_indices``, also the int32 position of each maximum in the input's last dim.
+
+    Raises:
+        ValueError: bad kernel, stride, dilation or padding. ShapeError: input rank, or no
+            output.
+    """
+    return _max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, 1)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling, as ``torch.nn.functional.max_pool2d``: ``[N, C, H, W]`` (or
+    ``[C, H, W]``) -> ``[N, C, H_out, W_out]``; arguments ints or pairs, see
+    :func:`max_pool1d`. Indices (with ``return_indices``) are int32 flat positions
+    ``h * W + w`` in the input plane, as PyTorch's (which are int64)."""
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, 2)
+
+
+def _avg_pool(op, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override, nsp):
+    x, unbatched = _batched(op, x, nsp)
+    kernel = _tuple(kernel_size, nsp, "kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else \
+        _tuple(stride, nsp, "stride")
+    padding = _tuple(padding, nsp, "padding")
+    win, outs, _ = _uniform_windows(op, x, kernel, stride, padding, (1,) * nsp, ceil_mode,
+                                    0.0)
+    total = win.sum(tuple(range(-nsp, 0)))
+    if divisor_override:
+        y = total / float(divisor_override)
+    else:
+        # PyTorch's count: the window clipped to the padded input (count_include_pad) or
+        # to the input itself
+        counts = None
+        for i, (o, k, s, p) in enumerate(zip(outs, kernel, stride, padding)):
+            n = x.shape[2 + i]
+            start = np.arange(o) * s - p
+            end = np.minimum(start + k, n + p)
+            if not count_include_pad:
+                start, end = np.maximum(start, 0), np.minimum(end, n)
+            c = (end - start).astype(np.float64)
+            counts = c if counts is None else np.multiply.outer(counts, c)
+        y = total * Tensor((1.0 / counts).astype(np.float32))
+    return y.squeeze(0) if unbatched else y
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-D average pooling, as ``torch.nn.functional.avg_pool1d``: ``[N, C, L]`` ->
+    ``[N, C, L_out]`` (sizes as :func:`max_pool1d`, zero padding). ``count_include_pad``:
+    divide by the window clipped to the padded input, else to the input.
+
+    Raises:
+        ValueError, ShapeError: as :func:`max_pool1d`.
+    """
+    return _avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None, 1)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-D average pooling, as ``torch.nn.functional.avg_pool2d``: ``[N, C, H, W]`` ->
+    ``[N, C, H_out, W_out]``; ``divisor_override`` replaces the window count."""
+    return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override, 2)
+
+
+# -- adaptive pooling ---------------------------------------------------------------------
+def _adaptive_bounds(n: int, o: int):
+    start = np.array([(i * n) // o for i in range(o)])
+    end = np.array([-((-(i + 1) * n) // o) for i in range(o)])
+    return start, end
+
+
+def _adaptive_windows(x: Tensor, sizes, fill: float):
+    """``[N, C, *out, *kmax]`` windows at PyTorch's adaptive bounds, elements beyond a
+    window's own length set to ``fill``; also the per-dim (start, end) arrays."""
+    nsp = len(sizes)
+    bounds, kmaxes = [], []
+    for i, o in enumerate(sizes):
+        n = x.shape[2 + i]
+        start, end = _adaptive_bounds(n, o)
+        kmax = int((end - start).max())
+        bounds.append((start, end))
+        kmaxes.append(kmax)
+        if n % o == 0:                                   # uniform: one strided window
+            x = _wrap(ops.window(x.node, 2 + i, kmax, n // o, 1))
+        else:
+            padded = _pad(x, [0, 0] * (x.ndim - 3 - i) + [0, kmax - 1], value=fill)
+            w = _wrap(ops.window(padded.node, 2 + i, kmax, 1, 1))     # every start
+            x = concat([w.index(2 + i, int(s), int(s) + 1) for s in start], 2 + i)
+    # WINDOW appends each window dim last: x is [N, C, *out, *kmax] already
+    mask = None
+    for i, ((start, end), kmax) in enumerate(zip(bounds, kmaxes)):
+        ok = (np.arange(kmax)[None, :] < (end - start)[:, None])          # [o, kmax]
+        if ok.all():
+            continue
+        shape = [1] * (2 * nsp)
+        shape[i], shape[nsp + i] = ok.shape
+        m = ok.reshape(shape)
+        mask = m if mask is None else (mask & m)
+    if mask is not None:
+        x = where(Tensor(mask.astype(bool)), x, fill)
+    return x, bounds, kmaxes
+
+
+def _sizes(op, x, output_size, nsp):
+    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nsp
+    if len(out) != nsp:
+        raise ValueError(f"{op}: output_size must be an int or {nsp} values, got {output_size}")
+    return tuple(x.shape[2 + i] if o is None else int(o) for i, o in enumerate(out))
+
+
+def _adaptive(op, x, output_size, nsp, kind, return_indices=False):
+    x, unbatched = _batched(op, x, nsp)
+    sizes = _sizes(op, x, output_size, nsp)
+    if any(o < 1 for o in sizes):
+        raise ShapeError(op, [x.shape], user_site(), f"output_size {sizes} must be positive")
+    win, bounds, kmaxes = _adaptive_windows(x, sizes, -math.inf if kind == "max" else 0.0)
+    dims = tuple(range(-nsp, 0))
+    if kind == "avg":
+        counts = None
+        for start, end in bounds:
+            c = (end - start).astype(np.float64)
+            counts = c if counts is None else np.multiply.outer(counts, c)
+        y = win.sum(dims) * Tensor((1.0 / counts).astype(np.float32))
+        return y.squeeze(0) if unbatched else y
+    y = win.amax(dims)
+    if not return_indices:
+        return y.squeeze(0) if unbatched else y
+    pos = Tensor(np.arange(math.prod(x.shape[2:]), dtype=np.float32)
+                 .reshape(1, 1, *x.shape[2:]))
+    pwin, _, _ = _adaptive_windows(pos, sizes, -1.0)
+    idx = _first_index(win, y.reshape(*y.shape, *([1] * nsp)), pwin, nsp)
+    return (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """``[N, C, L]`` -> ``[N, C, output_size]``: the mean of ``x[floor(i*L/O) :
+    ceil((i+1)*L/O)]`` per output ``i``, as ``torch.nn.functional.adaptive_avg_pool1d``."""
+    return _adaptive("adaptive_avg_pool1d", input, output_size, 1, "avg")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """``[N, C, H, W]`` -> ``[N, C, *output_size]`` (an int, a pair, ``None`` keeps a dim),
+    as ``torch.nn.functional.adaptive_avg_pool2d``."""
+    return _adaptive("adaptive_avg_pool2d", input, output_size, 2, "avg")
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """Adaptive max pooling over ``[N, C, L]``, as ``torch.nn.functional.adaptive_max_pool1d``
+    (int32 indices with ``return_indices``)."""
+    return _adaptive("adaptive_max_pool1d", input, output_size, 1, "max", return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Adaptive max pooling over ``[N, C, H, W]``, as
+    ``torch.nn.functional.adaptive_max_pool2d`` (int32 flat ``h * W + w`` indices)."""
+    return _adaptive("adaptive_max_pool2d", input, output_size, 2, "max", return_indices)
+
+
+# -- resampling ---------------------------------------------------------------------------
+def _resample_matrix(n: int, o: int, mode: str, align_corners: bool, scale) -> np.ndarray:
+    """``[o, n]`` float32: output ``i`` as a combination of inputs (PyTorch's source index
+    rules, ``area_pixel_compute_source_index`` / ``nearest_idx``)."""
+    a = np.zeros((o, n), np.float64)
+    if mode == "nearest":
+        s = (1.0 / scale) if scale else n / o
+        src = np.minimum(np.floor(np.arange(o) * np.float32(s)).astype(np.int64), n - 1)
+        a[np.arange(o), src] = 1.0
+        return a.astype(np.float32)
+    if align_corners:
+        s = (n - 1) / (o - 1) if o > 1 else 0.0
+        src = np.arange(o) * s
+    else:
+        s = (1.0 / scale) if scale else n / o
+        src = np.maximum((np.arange(o) + 0.5) * s - 0.5, 0.0)
+    lo = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    hi = np.minimum(lo + 1, n - 1)
+    w = src - lo
+    np.add.at(a, (np.arange(o), lo), 1.0 - w)
+    np.add.at(a, (np.arange(o), hi), w)
+    return a.astype(np.float32)
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """Resize the spatial dims, as ``torch.nn.functional.interpolate``.
+
+    Args:
+        input: float32 ``[N, C, L]``, ``[N, C, H, W]`` (or more spatial dims for nearest).
+        size: output spatial size (int or one per dim), or ``scale_factor`` (float or one
+            per dim; output ``floor(in * scale)``).
+        mode: ``"nearest"``, ``"linear"`` (3-D input), ``"bilinear"`` (4-D input).
+        align_corners: linear modes only; default False.
+        recompute_scale_factor: True: source positions from the sizes, not ``scale_factor``.
+
+    Returns:
+        ``[N, C, *out]``. Integer nearest upscaling is a broadcast (a view); otherwise each
+        dim is multiplied by a constant ``[out, in]`` resampling matrix (a DOT).
+
+    Raises:
+        ValueError: both or neither of ``size``/``scale_factor``, an unknown mode or
+            a mode that does not fit the rank, ``align_corners`` with nearest, ``antialias``.
+    """
+    nsp = input.ndim - 2
+    if nsp < 1:
+        raise ValueError(f"interpolate: expected an input with batch and channel dims, got "
+                         f"{list(input.shape)}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    if antialias:
+        raise ValueError("interpolate: antialias is not supported")
+    want = {"linear": 1, "bilinear": 2}
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise ValueError(f"interpolate: mode {mode!r} is not supported (nearest, linear, "
+                         "bilinear)")
+    if mode in want and want[mode] != nsp:
+        raise ValueError(f"interpolate: mode {mode!r} needs a {want[mode] + 2}-D input, got "
+                         f"{input.ndim}-D")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating "
+                         "modes: linear | bilinear | bicubic | trilinear")
+    in_sp = input.shape[2:]
+    if size is not None:
+        out = _tuple(size, nsp, "size")
+        scales = [None] * nsp
+    else:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * nsp
+        if len(sf) != nsp:
+            raise ValueError(f"interpolate: scale_factor needs {nsp} values, got {scale_factor}")
+        out = tuple(int(math.floor(n * float(f))) for n, f in zip(in_sp, sf))
+        scales = [None if recompute_scale_factor else float(f) for f in sf]
+    x = input
+    for i, (n, o, sc) in enumerate(zip(in_sp, out, scales)):
+        dim = 2 + i
+        if mode == "nearest" and o % n == 0 and (sc is None or sc == o // n):
+            r = o // n
+            if r > 1:                                  # [.., n, 1, ..] -> [.., n, r, ..]
+                s = list(x.shape)
+                x = x.unsqueeze(dim + 1).expand(*s[:dim + 1], r, *s[dim + 1:])
+                x = x.reshape(*s[:dim], o, *s[dim + 1:])
+            continue
+        a = Tensor(_resample_matrix(n, o, mode, bool(align_corners), sc))     # [o, n]
+        moved = x.transpose(dim, -1)
+        x = (moved @ a.T).transpose(dim, -1)
+    return x
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """``torch.nn.functional.upsample`` (deprecated there): :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """``[..., C*r*r, H, W]`` -> ``[..., C, H*r, W*r]`` (a view), as
+    ``torch.nn.functional.pixel_shuffle``.
+
+    Raises:
+        ShapeError: fewer than 3 dims or channels not divisible by ``r*r``.
+    """
+    r = int(upscale_factor)
+    if input.ndim < 3 or input.shape[-3] % (r * r):
+        raise ShapeError("pixel_shuffle", [input.shape], user_site(),
+                         f"channels must be divisible by upscale_factor**2 = {r * r}")
+    *lead, c, h, w = input.shape
+    nl = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(nl), nl, nl + 3, nl + 1, nl + 4, nl + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """``[..., C, H*r, W*r]`` -> ``[..., C*r*r, H, W]``, the inverse of :func:`pixel_shuffle`.
+
+    Raises:
+        ShapeError: fewer than 3 dims or spatial sizes not divisible by ``r``.
+    """
+    r = int(downscale_factor)
+    if input.ndim < 3 or input.shape[-1] % r or input.shape[-2] % r:
+        raise ShapeError("pixel_unshuffle", [input.shape], user_site(),
+                         f"height and width must be divisible by downscale_factor {r}")
+    *lead, c, h, w = input.shape
+    nl = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(nl), nl, nl + 2, nl + 4, nl + 1, nl + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+# -- modules -------------------------------------------------------------------------------
+class _MaxPoolNd(Module):
+    fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, x):
+        return type(self).fn(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                             self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_MaxPoolNd):
+    """``torch.nn.MaxPool1d``: :func:`max_pool1d` (``stride`` defaults to the kernel)."""
+    fn = staticmethod(max_pool1d)
+
+
+class MaxPool2d(_MaxPoolNd):
+    """``torch.nn.MaxPool2d``: :func:`max_pool2d` (``stride`` defaults to the kernel)."""
+    fn = staticmethod(max_pool2d)
+
+
+class AvgPool1d(Module):
+    """``torch.nn.AvgPool1d``: :func:`avg_pool1d`."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x):
+        return avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad)
+
+
+class AvgPool2d(Module):
+    """``torch.nn.AvgPool2d``: :func:`avg_pool2d`."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, x):
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool1d(Module):
+    """``torch.nn.AdaptiveAvgPool1d``: :func:`adaptive_avg_pool1d`."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
+    """``torch.nn.AdaptiveAvgPool2d``: :func:`adaptive_avg_pool2d`."""
+
+    def forward(self, x):
+        return adaptive_avg_pool2d(x, self.output_size)
+
+
+class AdaptiveMaxPool1d(Module):
+    """``torch.nn.AdaptiveMaxPool1d``: :func:`adaptive_max_pool1d`."""
+
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x):
+        return adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
+    """``torch.nn.AdaptiveMaxPool2d``: :func:`adaptive_max_pool2d`."""
+
+    def forward(self, x):
+        return adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+
+class Upsample(Module):
+    """``torch.nn.Upsample``: :func:`interpolate` with fixed arguments."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest",
+                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x):
+        return interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                           self.recompute_scale_factor)
+
+
+class UpsamplingNearest2d(Upsample):
+    """``torch.nn.UpsamplingNearest2d``."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``torch.nn.UpsamplingBilinear2d`` (``align_corners=True``, as PyTorch's)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", True)
+
+
+class PixelShuffle(Module):
+    """``torch.nn.PixelShuffle``: :func:`pixel_shuffle`."""
+
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = int(upscale_factor)
+
+    def forward(self, x):
+        return pixel_shuffle(x, self.upscale_factor)
+
+
+class PixelUnshuffle(Module):
+    """``torch.nn.PixelUnshuffle``: :func:`pixel_unshuffle`."""
+
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = int(downscale_factor)
+
+    def forward(self, x):
+        return pixel_unshuffle(x, self.downscale_factor)

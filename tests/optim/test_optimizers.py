@@ -1,0 +1,103 @@
+"""Every optimizer against ``torch.optim`` over 12 steps traced once (two parameter groups
+with their own learning rates), and optimizer state dicts moving both ways."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import autodiff as ad
+from autodiff import optim
+from optim_helpers import ours, theirs, to_torch
+
+torch.set_num_threads(1)
+
+CASES = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True)),
+    ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)),
+    ("Adam", dict(lr=0.01, betas=(0.8, 0.95), maximize=True)),
+    ("AdamW", dict(lr=0.01)),
+    ("AdamW", dict(lr=0.01, amsgrad=True, weight_decay=0.3)),
+    ("RMSprop", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1, weight_decay=0.1)),
+    ("Adamax", dict(lr=0.01, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+]
+
+
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_matches_torch(name, kw):
+    w, b, _, opt, _ = ours(lambda p: getattr(optim, name)(p, **kw))
+    tw, tb, _, topt, _ = theirs(lambda p: getattr(torch.optim, name)(p, **kw))
+    np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b, tb, rtol=1e-4, atol=1e-5)
+    assert opt.defaults == topt.defaults
+    assert np.abs(w - ours(lambda p: optim.SGD(p, lr=0.0))[0]).max() > 1e-3   # it moved
+    # state: same keys and values as torch's
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert [g["params"] for g in sd["param_groups"]] == [g["params"] for g in tsd["param_groups"]]
+    assert sd["param_groups"] == tsd["param_groups"]
+    assert sorted(sd["state"]) == sorted(tsd["state"])
+    for i, st in tsd["state"].items():
+        assert list(sd["state"][i]) == list(st), name
+        for k, v in st.items():
+            np.testing.assert_allclose(sd["state"][i][k], v.numpy(), rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{name} state {i} {k}")
+
+
+@pytest.mark.parametrize("name,kw", [("Adam", dict(lr=0.02, amsgrad=True)),
+                                     ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.5)),
+                                     ("NAdam", dict(lr=0.01)), ("Adagrad", dict(lr=0.1))])
+def test_state_dict_round_trips_with_torch(name, kw):
+    """Train 12 steps in one library, move the optimizer state to the other and train 12
+    more there: the same as 24 steps in torch."""
+    make = lambda p: getattr(optim, name)(p, **kw)
+    tmake = lambda p: getattr(torch.optim, name)(p, **kw)
+    _, _, _, opt, _ = ours(make)
+    _, _, _, topt, _ = theirs(tmake)
+    # ours -> torch, and torch -> ours, then continue from the same parameters
+    w1, b1, _, t_from_ours, _ = theirs(tmake, state=to_torch(opt.state_dict()))
+    w2, b2, _, _, _ = ours(make, state=topt.state_dict())
+    w3, b3, _, _, _ = theirs(tmake, state=topt.state_dict())
+    np.testing.assert_allclose(w1, w3, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w2, w3, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b2, b3, rtol=1e-4, atol=1e-5)
+
+
+def test_param_groups_and_errors():
+    a = ad.Tensor(np.zeros(2, np.float32), requires_grad=True)
+    b = ad.Tensor(np.zeros(2, np.float32), requires_grad=True)
+    opt = optim.Adam([{"params": [a]}, {"params": b, "lr": 0.5, "betas": (0.5, 0.9)}], lr=0.1)
+    assert opt.param_groups[0]["lr"] == 0.1 and opt.param_groups[1]["betas"] == (0.5, 0.9)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [a]})
+    with pytest.raises(ValueError, match="empty parameter list"):
+        optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        optim.RMSprop([a], lr=-1)
+    with pytest.raises(ValueError, match="Invalid beta"):
+        optim.NAdam([a], betas=(1.0, 0.9))
+    with pytest.raises(ValueError, match="Nesterov"):
+        optim.SGD([a], lr=0.1, nesterov=True)
+    with pytest.raises(TypeError, match="made from data"):
+        optim.SGD([a * 2.0], lr=0.1)
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"params": [0]}]})
+    assert opt.state[a] == {}                       # a defaultdict, as torch's
+    opt.add_param_group({"params": [ad.Tensor(np.zeros(1, np.float32), requires_grad=True)]})
+    assert opt.param_groups[2]["lr"] == 0.1 and len(opt.params) == 3
+
+
+def test_state_is_loop_carried_and_indexed_by_parameter():
+    _, _, _, opt, _ = ours(lambda p: optim.AdamW(p, lr=0.01))
+    w = opt.param_groups[0]["params"][0]
+    st = opt.state[w]
+    assert st["step"].numpy() == 12 and st["step"].dtype == "float32"
+    assert (st["exp_avg_sq"].numpy() > 0).all()
