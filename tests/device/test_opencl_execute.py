@@ -216,7 +216,7 @@ def test_transformer_steps_match_numpy():
     for dev in ("numpy", "opencl"):
         ad.manual_seed(0)
         model = T.CharTransformer(len(vocab), 32, 2, 1, 16, 0.0)
-        losses, _, _ = T.train(model, T.WindowSampler(ids, 4, 16, 0), 3, 3e-3, dev,
+        losses, *_ = T.train(model, T.WindowSampler(ids, 4, 16, 0), 3, 3e-3, dev,
                                progress=False)
         runs[dev] = losses, [p.numpy() for p in model.parameters()]
         ad.reset()

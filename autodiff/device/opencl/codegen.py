@@ -243,6 +243,8 @@ class Values:
 
 
 def _flat_env(vars, shape, flat: Var) -> dict:
+    if 0 in tuple(shape):               # an empty space: no work-item ever runs
+        return {v: Num(0) for v in vars}
     return {v: e for v, e in zip(vars, ax.unflat(flat, shape))}
 
 
@@ -337,7 +339,7 @@ def vector_space(vars_, indices, width: int, names=("i", "c")):
         space is one flat index ``i``, as :func:`_space_env`.
     """
     merged, sub = merge_dims(vars_, indices)
-    if width == 1 or not merged:
+    if width == 1 or not merged or 0 in [v.extent for v in merged]:
         flat, env = _space_env(vars_, indices, names[0])
         return flat.extent, 1, None, env
     inner = merged[-1]
@@ -502,6 +504,8 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
     """A matmul tile kernel with the outputs' epilogue fused (register ``tile``, see
     :func:`.kernels.matmul`), or a scalar fallback; operands that are not strided arrays
     are first packed by kernels of ``width`` lanes per work-item."""
+    if math.prod(k.shape) == 0:
+        return [_dot_scalar(name, k, offsets, d)]          # an empty product: no tiles
     *batch, M, N = k.shape
     batch = tuple(batch)
     bv, mv, nv = list(k.vars[:-2]), k.vars[-2], k.vars[-1]
