@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -13,7 +14,9 @@ from . import device as devices
 from .graph import dtypes
 from .graph.ir import Graph, Op, Variable
 from .graph.printer import format_graph
-from .graph.trace import TRACER
+from .device.host import Progress, deferred_interrupts, prefetch_option
+from .errors import ExecutionInterrupted, FeederError, IndexOutOfRange, ReceiverError
+from .graph.trace import OWNERS, TRACER
 
 
 @dataclass
@@ -57,6 +60,9 @@ def optimize(graph: Graph, report: Report, **options) -> Graph:
     return opt.optimize(graph, report=report, **options)
 
 
+#: one compilation at a time across threads (runs may overlap)
+_COMPILE_LOCK = threading.Lock()
+
 #: environment variable naming the device ``execute()`` uses when given none
 DEVICE_ENV = "AUTODIFF_DEVICE"
 #: the device ``execute()`` uses when given none and ``$AUTODIFF_DEVICE`` is unset
@@ -68,7 +74,7 @@ DEFAULT_DEVICE = "opencl"
 #: anything runs, and raises ``TypeError`` for any other. A stage that takes a new option
 #: lists it here (tests/reliability checks the entry points' keywords against it).
 OPTIONS: dict[str, frozenset] = {
-    "execute": frozenset(),
+    "execute": frozenset({"prefetch"}),
     "opt": frozenset({"fast_math", "passes", "prefer_exp2"}),
     "numpy": frozenset({"ir", "fuse", "offsets", "by_member", "plan", "alignment", "debug"}),
     "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
@@ -99,12 +105,30 @@ def default_device() -> str:
 
 
 def execute(device: str | None = None, verbose: bool = False, optimize_graph: bool = True,
-            **options) -> Report:
+            prefetch: int | None = None, **options) -> Report:
     """Compile and run everything traced since the last ``execute()``, then start afresh.
 
     Variables (parameters, optimizer state) keep their final values; top-level traced
-    tensors still referenced become readable with ``.numpy()``. Feeders and Receivers run
-    in program order; all Receiver callbacks have returned when this returns.
+    tensors still referenced become readable with ``.numpy()``. All Receiver callbacks
+    have returned when this returns.
+
+    Order of host callbacks (the same on every device): Feeders among themselves, and
+    Receivers among themselves, run in program order. ``prefetch=0``: every callback runs
+    in program order (the Feeders of iteration ``k + 1`` run only after every Receiver of
+    iterations ``<= k`` has returned), so a Feeder may depend on what a Receiver saw.
+    ``prefetch=n``: in a loop whose body holds no nested loop, the Feeders run exactly
+    ``n`` iterations ahead: those of iteration ``k + n`` have been called when the
+    Receivers of iteration ``k`` run, those of ``k + n + 1`` only after they returned
+    (see :mod:`autodiff.device.host`). A Feeder's array is copied before it is called
+    again.
+
+    When the run stops (a Feeder or Receiver raises, an index is out of range, Ctrl-C),
+    variables hold the values after the completed iterations of the outermost loop: those
+    before the failing one, or for an interrupt the last one whose callbacks all returned.
+    The error says which, and how many Feeder calls were made beyond them (exact, and the
+    same on every device for one ``prefetch``). While it runs, ``execute()`` owns the
+    program's variables: reading them in one of its callbacks raises (hand them to a
+    Receiver instead); another thread's access waits until it returns.
 
     Args:
         device: backend name (``"opencl"``, ``"numpy"`` the reference interpreter,
@@ -112,6 +136,8 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
             ``"opencl"``).
         verbose: print the report (phase times in seconds, node counts).
         optimize_graph: run the graph passes first.
+        prefetch: iterations Feeders run ahead of Receivers (an int in ``[0, 1024]``);
+            None: :data:`autodiff.device.host.DEFAULT_PREFETCH`.
         options: passed to the passes and the backend; each must be one the passes or
             ``device`` accepts (:data:`OPTIONS`).
 
@@ -119,44 +145,54 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         A :class:`Report`.
 
     Raises:
-        FeederError, ReceiverError: a host callback failed; variables keep the values of
-            the last completed iteration.
-        ValueError: unknown device.
+        FeederError, ReceiverError: a host callback failed.
+        IndexOutOfRange: (an ``IndexError``) a gather index or a ``cross_entropy`` target
+            out of range; names the op, the user's line, the iteration and the value.
+        ExecutionInterrupted: (a ``KeyboardInterrupt``) Ctrl-C or a callback's
+            ``KeyboardInterrupt``; names the iteration the variables hold.
+        ValueError: unknown device, bad ``prefetch``.
         TypeError: an option no stage accepts (before anything runs; names the option and
             the known ones).
+        RuntimeError: a variable of the program is owned by the ``execute()`` running on
+            this thread (called from one of its callbacks).
         OpenCLUnavailable: the opencl device without an OpenCL platform (the message names
             the install command); the traced program stays pending for another call.
+        MemoryError: a value larger than the device's memory (before anything runs).
     """
     t_start = time.perf_counter()
     device = device or default_device()
     backend = devices.get(device)
     check_options(device, options)
+    options["prefetch"] = prefetch_option(prefetch)
     if hasattr(backend, "require"):
         backend.require(**options)      # before the traced program is consumed
-    tensors = [t for t in list(TRACER.outputs)
-               if t._var is None and t._node is not None and t._scope is TRACER.root]
-    graph = TRACER.finish()
-    graph.outputs = [t._node for t in tensors]
-    report = Report(device)
-    report.nodes["traced"] = graph.count()
-    t0 = time.perf_counter()
-    opt_graph = optimize(graph, report, verbose=verbose, **options) if optimize_graph else graph
-    t1 = time.perf_counter()
-    exe = backend.compile(opt_graph, report=report, **options)
-    t2 = time.perf_counter()
-    # devices hold every value in its storage dtype (int64 as int32)
-    store = {v: dtypes.to_storage(v.value, v.dtype) for v in _variables(opt_graph)}
-    TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
+    exe, phase = None, "before"
     try:
-        exe.run(store)
-    finally:
-        for var, value in store.items():
-            var.value = np.array(value, dtype=var.value.dtype, copy=True)
-    for t, node in zip(tensors, opt_graph.outputs):
-        t._var = Variable(np.array(exe.vals[node.id], dtype=dtypes.host(node.dtype), copy=True),
-                          t.name)
-        t._var.owner = weakref.ref(t)
-        t._node, t._scope, t.requires_grad = None, None, False
+        tensors = [t for t in list(TRACER.outputs)
+                   if t._var is None and t._node is not None and t._scope is TRACER.root]
+        graph = TRACER.finish()
+        graph.outputs = [t._node for t in tensors]
+        report = Report(device)
+        report.nodes["traced"] = graph.count()
+        t0 = time.perf_counter()
+        opt_graph = optimize(graph, report, verbose=verbose, **options) if optimize_graph \
+            else graph
+        t1 = time.perf_counter()
+        with _COMPILE_LOCK:     # compilers keep global state (TVM's BlockBuilder stack)
+            exe = backend.compile(opt_graph, report=report, **options)
+        t2 = time.perf_counter()
+        TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
+        _run(exe, opt_graph)
+        phase = "after"
+        for t, node in zip(tensors, opt_graph.outputs):
+            t._var = Variable(np.array(exe.vals[node.id], dtype=dtypes.host(node.dtype),
+                                       copy=True), t.name)
+            t._var.owner = weakref.ref(t)
+            t._node, t._scope, t.requires_grad = None, None, False
+    except KeyboardInterrupt as e:
+        if isinstance(e, ExecutionInterrupted):
+            raise
+        raise _interrupted(exe, phase) from e
     t3 = time.perf_counter()
     report.times.update(optimize=t1 - t0, compile=t2 - t1, run=t3 - t2, total=t3 - t_start)
     if verbose:
@@ -164,12 +200,87 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     return report
 
 
+def _run(exe, graph: Graph) -> None:
+    """``exe.run`` on the variables of ``graph``, owned for the run; the assigned ones are
+    written back (all or none, also when the run stops); a stop is described in the
+    error (:class:`~autodiff.device.host.Progress`), an interrupt raised as
+    :class:`~autodiff.errors.ExecutionInterrupted` naming what the variables hold."""
+    variables, assigned = _variables(graph), _assigned(graph)
+    token = object()
+    state = ["before"]                     # -> "running" -> "written"
+    try:
+        try:
+            OWNERS.acquire(variables, token)     # waits for another thread's run of them
+            # devices hold every value in its storage dtype (int64 as int32)
+            store = {v: dtypes.to_storage(v.value, v.dtype) for v in variables}
+            state[0] = "running"
+            try:
+                exe.run(store)
+            except (FeederError, ReceiverError, IndexOutOfRange) as e:
+                _progress(exe).describe(e)
+                raise
+            finally:
+                with deferred_interrupts():      # all variables written back, or none
+                    for var in assigned:
+                        var.value = np.array(store[var], dtype=var.value.dtype, copy=True)
+                    state[0] = "written"
+        finally:
+            try:
+                with deferred_interrupts():
+                    OWNERS.release(token)
+            finally:            # again (idempotent): an interrupt before the line above
+                OWNERS.release(token)
+    except KeyboardInterrupt as e:
+        if isinstance(e, ExecutionInterrupted):
+            raise
+        raise _interrupted(exe, state[0]) from e
+
+
+def _progress(exe) -> Progress:
+    return getattr(exe, "progress", None) or Progress()
+
+
+def _interrupted(exe, state: str) -> ExecutionInterrupted:
+    """The :class:`ExecutionInterrupted` for an interrupt during ``execute()``: ``state``
+    ``"written"`` (the run's variables were written back: where it stopped), else the
+    variables are unchanged (``"before"`` the run or ``"running"`` without a write-back;
+    ``"after"``: the run had completed)."""
+    progress = _progress(exe)
+    if state == "after":
+        err = ExecutionInterrupted("execute() interrupted after the program ran: variables "
+                                   "hold its final values")
+    elif state != "written":
+        err = ExecutionInterrupted("execute() interrupted before the program's values were "
+                                   "written: variables are unchanged")
+    elif progress.stop is not None:
+        err = ExecutionInterrupted("execute() interrupted")
+        progress.describe(err)
+        return err
+    elif progress.left is not None:
+        site, n = progress.left
+        err = ExecutionInterrupted(f"execute() interrupted after the loop at {site} ran all "
+                                   f"its {n} iterations: variables hold their values after "
+                                   "it")
+        err.completed = n
+        return err
+    else:
+        err = ExecutionInterrupted("execute() interrupted outside any loop: variables hold "
+                                   "the values of the top-level statements that ran")
+    return err
+
+
 def _variables(graph: Graph) -> list[Variable]:
+    """The variables ``graph`` reads or writes."""
     seen: dict[int, Variable] = {}
     for n in graph.walk():
         if n.op in (Op.LOAD, Op.ASSIGN):
             seen.setdefault(n.arg.id, n.arg)
     return list(seen.values())
+
+
+def _assigned(graph: Graph) -> list[Variable]:
+    """The variables ``graph`` writes (the only ones written back after a run)."""
+    return list({n.arg.id: n.arg for n in graph.walk() if n.op is Op.ASSIGN}.values())
 
 
 def print_graph(stage: str = "graph", sites: bool = False, file=None) -> None:

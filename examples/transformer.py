@@ -14,7 +14,7 @@ training and greedy generation are two more small traced programs (eval mode).
 
     python examples/transformer.py [--device numpy] [--steps 300] [--layers 2]
         [--d-model 128] [--batch 16] [--seq 64] [--seed 0] [--plot transformer_loss.png]
-        [--warmup 30] [--clip 1.0] [--schedule cosine|constant] [--eval-every 100]
+        [--warmup 10] [--clip 1.0] [--schedule cosine|constant] [--eval-every 100]
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def in_loop_validation(model, windows, loss=None):
     return mean_loss
 
 
-def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: float = 0.1):
+def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: float = 0.7):
     """The learning-rate schedule: ``"cosine"`` warms up linearly from 1% of the rate over
     ``warmup`` steps, then decays it along a cosine to ``min_ratio`` of it at ``steps``;
     ``"constant"`` keeps it (returns None)."""
@@ -169,7 +169,7 @@ def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: floa
 
 def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
           progress: bool = True, warmup: int = 30, clip: float | None = 1.0,
-          kind: str = "cosine", min_ratio: float = 0.1, validation=None,
+          kind: str = "cosine", min_ratio: float = 0.7, validation=None,
           eval_every: int = 100):
     """Trace ``steps`` AdamW steps in one ``ir_for`` (schedule and gradient clipping on the
     device) and run them.
@@ -285,7 +285,7 @@ def generate(model, vocab: Vocab, prompt: str, length: int, device: str = "numpy
     model.eval()
     with ad.no_grad():
         ad.ir_for(length, body)
-    ad.execute(device=device)
+    ad.execute(device=device, prefetch=0)   # each Feeder needs the previous Receiver's char
     model.train()
     return prompt + vocab.decode(ctx[start:])
 
@@ -339,13 +339,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr", type=float, default=5e-3, help="peak learning rate")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
                    help="learning rate: warmup then cosine decay, or constant")
     p.add_argument("--warmup", type=int, default=None,
-                   help="warmup steps of the cosine schedule (default: 10%% of --steps)")
-    p.add_argument("--min-lr-ratio", type=float, default=0.1,
+                   help="warmup steps of the cosine schedule (default: --steps / 30)")
+    p.add_argument("--min-lr-ratio", type=float, default=0.7,
                    help="the cosine schedule's final rate, as a fraction of --lr")
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm bound (0: off)")
     p.add_argument("--eval-every", type=int, default=100,
@@ -385,7 +385,7 @@ def main(argv=None) -> dict:
         if args.eval_every else None
     losses, report, t_trace, val_during = train(
         model, sampler, args.steps, args.lr, args.device, progress=not args.no_progress,
-        warmup=args.warmup if args.warmup is not None else max(1, args.steps // 10),
+        warmup=args.warmup if args.warmup is not None else max(1, args.steps // 30),
         clip=args.clip, kind=args.schedule, min_ratio=args.min_lr_ratio,
         validation=validation, eval_every=args.eval_every or 1)
     val_after = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)

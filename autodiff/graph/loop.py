@@ -20,7 +20,16 @@ def Feeder(fn, shape, dtype: str = "float32", name: str | None = None) -> Tensor
     :mod:`autodiff.graph.dtypes`: ``np.int64`` for int64, ``ml_dtypes.bfloat16`` for
     bfloat16). Anything else, and int64 values outside the int32 storage, stops
     ``execute()`` with :class:`autodiff.FeederError` naming the Feeder and the iteration. A
-    Feeder is always called, even when its value turns out unused.
+    Feeder is always called, even when its value turns out unused. The array is copied
+    before ``fn`` is called again, so ``fn`` may refill and return one buffer.
+
+    Order (``execute(prefetch=n)``, the same on every device): Feeders run in program
+    order among themselves. With ``prefetch=0`` every Feeder runs after every Receiver
+    before it in program order (the Feeder of iteration ``k + 1`` sees what the Receivers
+    of iteration ``k`` saw). With ``prefetch=n > 0``, in a loop whose body holds no nested
+    loop, the Feeders of iteration ``k + n`` are called before the Receivers of iteration
+    ``k`` run, and those of ``k + n + 1`` only after they returned. After an error, the
+    error states how many Feeder calls were made beyond the completed iterations.
 
     Raises:
         TypeError: ``fn`` is not callable, or an unknown dtype.
@@ -41,7 +50,17 @@ def Receiver(fn, tensors, name: str | None = None) -> None:
     Inside ``ir_for``: once per iteration, in iteration order; every call has returned before
     ``execute()`` returns. Arrays are fresh numpy copies the callback may keep. A callback
     that raises stops ``execute()`` with :class:`autodiff.ReceiverError` naming the
-    iteration; variables then keep the values of the last completed iteration.
+    iteration (a ``KeyboardInterrupt`` stops it too, re-raised as
+    :class:`autodiff.errors.ExecutionInterrupted`); variables then keep the values after
+    the iterations before it.
+
+    Order: Receivers run in program order among themselves; relative to Feeders see
+    :func:`Feeder` (``prefetch=0``: program order; ``prefetch=n``: the Receivers of
+    iteration ``k`` run after the Feeders of iteration ``k + n`` were called). The
+    callback must not read the running program's variables on the host (``.numpy()``,
+    ``state_dict()``): that raises, since their host values are from before the run;
+    pass the tensors themselves (e.g. ``list(model.parameters())``) to see their current
+    values.
     """
     if not callable(fn):
         raise TypeError(f"Receiver needs a callable, got {type(fn).__name__}")

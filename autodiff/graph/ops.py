@@ -373,6 +373,8 @@ def reduce(op: Op, x: Node, axes) -> Node:
 
     Raises:
         DTypeError: ``SUM`` of bool (cast it to an integer first).
+        IndexError: ``RMAX`` over a dim of size 0 (as torch's ``amax``); a ``SUM`` over
+            one is 0.
     """
     if op is Op.SUM and x.dtype == "bool":
         raise _dtype_error(op, [x.dtype], "sum of bool needs a cast to an integer dtype")
@@ -380,6 +382,10 @@ def reduce(op: Op, x: Node, axes) -> Node:
     axes = tuple(sorted({_norm_dim(a, nd, op.name.lower(), x.shape) for a in axes}))
     if not axes or nd == 0:
         return x
+    empty = [a for a in axes if x.shape[a] == 0]
+    if op is Op.RMAX and empty:           # torch: a max over nothing is an error
+        raise IndexError(f"amax: expected reduction dim {empty[0]} of {list(x.shape)} to "
+                         f"have non-zero size (traced at {user_site()})")
     return _emit(op, (x,), [1 if i in axes else d for i, d in enumerate(x.shape)], x.dtype, axes)
 
 
@@ -420,14 +426,19 @@ def dot(a: Node, b: Node) -> Node:
 
 
 # -- indexing -------------------------------------------------------------------------
-def gather(table: Node, idx: Node) -> Node:
+def gather(table: Node, idx: Node, arg=None) -> Node:
     """Rows of ``table [N, ...]`` picked by ``idx`` (int32 or int64, any shape):
-    ``[*idx.shape, ...]``."""
+    ``[*idx.shape, ...]``.
+
+    An index outside ``[0, N)`` stops the run (``IndexError``). ``arg``: None, or
+    ``(name, ignore)``: errors name ``name`` (what the user called) and indices equal to
+    ``ignore`` are allowed (they read row 0).
+    """
     if not dtypes.is_integral(idx.dtype) or len(table.shape) < 1:
         raise ShapeError("gather", [table.shape, idx.shape], user_site(),
                          f"needs a table with >= 1 dim and int32/int64 indices, got "
                          f"{idx.dtype} indices")
-    return _emit(Op.GATHER, (table, idx), idx.shape + table.shape[1:], table.dtype)
+    return _emit(Op.GATHER, (table, idx), idx.shape + table.shape[1:], table.dtype, arg)
 
 
 def scatter_add(updates: Node, idx: Node, n: int) -> Node:

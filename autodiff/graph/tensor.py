@@ -25,7 +25,7 @@ from .mixins import (CreationMixin, DTypeMixin, ElementwiseMixin, IndexingMixin,
                      MovementMixin, ReduceMixin, ScanMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
 from .mixins.dtype import binary as _promoted_binary, promoted as _promoted
-from .trace import TRACER, no_grad, user_site
+from .trace import OWNERS, TRACER, no_grad, user_site
 
 
 def _as_array(data, dtype=None) -> np.ndarray:
@@ -198,6 +198,7 @@ class Tensor(*MIXINS):
         if self._var is None:
             raise RuntimeError("this tensor has no value yet: call autodiff.execute() first "
                                f"(traced at {self._node.site})")
+        OWNERS.check(self._var)         # a running execute() owns it: raise or wait
         return self._var.value.copy()
 
     def item(self) -> float:

@@ -1,14 +1,24 @@
-"""Tracing state: the program being built, its scopes, and where user code traced each node.
+"""Tracing state: the program being built, its scopes, and where user code traced each node;
+and which running ``execute()`` owns each variable.
 
-One :class:`Tracer` exists per process (``TRACER``). It holds the graph of the program being
-traced; :func:`autodiff.execute` takes it with :meth:`Tracer.finish` and leaves a fresh one,
-so nothing leaks from one program to the next.
+One :class:`Tracer` exists per thread (``TRACER`` is the calling thread's: two threads trace
+two programs independently). It holds the graph of the program being traced;
+:func:`autodiff.execute` takes it with :meth:`Tracer.finish` and leaves a fresh one, so
+nothing leaks from one program to the next.
+
+While ``execute()`` runs a program it owns the program's variables (:data:`OWNERS`): their
+host values are from before the run, so reading one on the running thread (in a Feeder or
+Receiver callback: ``.numpy()``, ``state_dict()``, a nested ``execute()``) raises, and
+another thread's read, write or ``execute()`` waits until the run has written its values
+back.
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -43,13 +53,16 @@ class Scope:
     assigned: set = field(default_factory=set)     # Variables assigned here (or nested)
 
 
+_generations = itertools.count()
+
+
 class Tracer:
-    """Builds the graph IR as user code runs."""
+    """Builds the graph IR as user code runs (one per thread)."""
 
     def __init__(self) -> None:
         self.root = Scope(Graph())
         self.scope = self.root
-        self.generation = 0
+        self.generation = next(_generations)      # unique across threads
         self.grad_enabled = True
         self.outputs: "weakref.WeakSet" = weakref.WeakSet()  # top-level tensors
         self.last = None   # artifacts of the last execute(), for printers
@@ -118,7 +131,7 @@ class Tracer:
                          if t._var is None and t._node is not None and t._scope is self.root]
         self.root = Scope(Graph())
         self.scope = self.root
-        self.generation += 1
+        self.generation = next(_generations)
         self.outputs = weakref.WeakSet()
         return graph
 
@@ -126,12 +139,101 @@ class Tracer:
         """Drop whatever is being traced (used by tests and after errors)."""
         self.root = Scope(Graph())
         self.scope = self.root
-        self.generation += 1
+        self.generation = next(_generations)
         self.outputs = weakref.WeakSet()
         self.grad_enabled = True
 
 
-TRACER = Tracer()
+class _PerThread(threading.local):
+    def __init__(self) -> None:
+        self.tracer = Tracer()
+
+
+_local = _PerThread()
+
+
+class _ThreadTracer:
+    """``TRACER``: every attribute is the calling thread's :class:`Tracer`'s."""
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        return getattr(_local.tracer, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(_local.tracer, name, value)
+
+
+TRACER = _ThreadTracer()
+
+
+class Ownership:
+    """Which running ``execute()`` owns each variable (by ``Variable.id``).
+
+    A run owns the variables of its program from before it reads their values until it
+    has written them back. :meth:`acquire` waits while another thread's run owns one of
+    them and raises for one owned by a run on the calling thread (a nested ``execute()``
+    from a callback); :meth:`check` does the same for a host read or write of one variable.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._owner: dict[int, tuple] = {}        # variable id -> (run token, thread)
+
+    def acquire(self, variables, token) -> None:
+        """Own ``variables`` for the run ``token`` (all at once, never some of them)."""
+        me = threading.get_ident()
+        with self._cond:
+            while True:
+                held = [v for v in variables if v.id in self._owner]
+                mine = [v for v in held if self._owner[v.id][1] == me]
+                if mine:
+                    raise RuntimeError(
+                        f"{_names(mine)} owned by the execute() running on this thread (this "
+                        "is one of its callbacks): its host values are from before that run. "
+                        "Hand the tensors to a Receiver of the running program to see their "
+                        "values, or run the other program after execute() returns")
+                if not held:
+                    break
+                self._cond.wait()
+            for v in variables:
+                self._owner[v.id] = (token, me)
+
+    def release(self, token) -> None:
+        """Give up every variable the run ``token`` owns (also after a partial acquire)."""
+        with self._cond:
+            for k in [k for k, (t, _) in self._owner.items() if t is token]:
+                del self._owner[k]
+            self._cond.notify_all()
+
+    def check(self, var, write: bool = False) -> None:
+        """Before the host reads (or writes) ``var``'s value: raise if a run on this thread
+        owns it, wait while another thread's run does."""
+        if var.id not in self._owner:          # the common case, without the lock
+            return
+        me = threading.get_ident()
+        with self._cond:
+            while var.id in self._owner:
+                if self._owner[var.id][1] == me:
+                    what = "written" if write else "read"
+                    raise RuntimeError(
+                        f"{_names([var])} is being {what} in a callback of the execute() "
+                        "running on this thread, which owns it: its host value is from before "
+                        "the run (and the run writes it back at the end). To see current "
+                        "values, hand the tensors to a Receiver (e.g. ad.Receiver(fn, "
+                        "list(model.parameters()))); read or write them after execute() "
+                        "returns")
+                self._cond.wait()
+
+
+def _names(variables) -> str:
+    names = [f"variable '{v.name}'" if v.name else f"variable {v.id} {list(v.shape)}"
+             for v in variables[:3]]
+    return ", ".join(names) + (" and others are" if len(variables) > 3 else
+                               " is" if len(variables) == 1 else " are")
+
+
+#: the process-wide variable ownership of running ``execute()`` calls
+OWNERS = Ownership()
 
 
 @contextlib.contextmanager

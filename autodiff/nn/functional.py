@@ -395,8 +395,13 @@ def _check_reduction(reduction: str) -> None:
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
-    """Per-element ``w[t] * logp[t]`` (class dim last) and ``w[t]`` (0 where ignored)."""
+def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int,
+            name: str = "cross_entropy"):
+    """Per-element ``w[t] * logp[t]`` (class dim last) and ``w[t]`` (0 where ignored).
+
+    A target outside ``[0, C)`` other than ``ignore_index`` stops the run in its iteration
+    with an ``IndexError`` naming ``name``, the user's line and the value, on every device
+    (:class:`autodiff.errors.IndexOutOfRange`): a checked gather from zeros, adding 0."""
     n_cls = logp.shape[-1]
     if target.dtype not in ("int32", "int64"):
         raise TypeError(f"class targets must be int32 or int64, got {target.dtype}")
@@ -407,8 +412,10 @@ def _picked(logp: Tensor, target: Tensor, weight, ignore_index: int):
     one_hot = t.unsqueeze(-1) == Tensor(np.arange(n_cls, dtype=np.float32))     # [..., C]
     valid = (t != float(ignore_index)).float()                                  # [...]
     w = valid if weight is None else (one_hot.float() * weight).sum(-1) * valid
+    check = _wrap(ops.gather(ops.const(0.0, (n_cls,)), target.node,
+                             (name, int(ignore_index))))
     # where(), not one_hot * logp: a masked class (logit -inf) must not make 0 * -inf
-    return where(one_hot, logp, 0.0).sum(-1) * w, w
+    return where(one_hot, logp, 0.0).sum(-1) * w + check, w
 
 
 def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=None,
@@ -434,7 +441,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=N
                        None, reduction)
         return out.squeeze(0) if reduction == "none" else out
     logp, _ = _class_last(input)
-    loss, w = _picked(logp, target, weight, ignore_index)
+    loss, w = _picked(logp, target, weight, ignore_index, "nll_loss")
     if reduction == "none":
         return -loss
     return -loss.sum() if reduction == "sum" else -loss.sum() / w.sum()

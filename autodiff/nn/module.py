@@ -8,6 +8,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..graph.tensor import Tensor, _as_array
+from ..graph.trace import OWNERS
 
 
 class Parameter(Tensor):
@@ -306,6 +307,7 @@ class Module:
                                  f"expected {list(t.shape)}")
             if t._var is None:
                 raise RuntimeError(f"load_state_dict: {k} is not a variable")
+            OWNERS.check(t._var, write=True)    # a running execute() owns it: raise or wait
             t._var.value = arr.copy()
         return IncompatibleKeys(missing, extra)
 

@@ -16,7 +16,8 @@ from autodiff.procedural.lower import lower
 def trace(build):
     """The graph ``build()`` traces; outputs are the tensors it returns."""
     ad.reset()
-    outs = build() or []
+    outs = build()
+    outs = [] if outs is None else outs
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     nodes = [t.node for t in outs]
     g = TRACER.finish()

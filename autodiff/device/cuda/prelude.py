@@ -26,7 +26,7 @@ the numpy reference.
 """
 from __future__ import annotations
 
-from ..opencl import philox as _philox
+from ..opencl import dtypes as _dtypes, philox as _philox
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
 #: stores of the dot-form tile); a template using another width needs it added here
@@ -58,6 +58,10 @@ __forceinline__ float _ad_sign1(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? 
 __forceinline__ float _ad_max1(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
 __forceinline__ float _ad_min1(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
 __forceinline__ int as_int(float x) { return __float_as_int(x); }
+__forceinline__ int atomic_cmpxchg(volatile int* p, int c, int v) { return atomicCAS((int*)p, c, v); }
+__forceinline__ int atomic_inc(volatile int* p) { return atomicAdd((int*)p, 1); }
+__forceinline__ int atomic_min(volatile int* p, int v) { return atomicMin((int*)p, v); }
+__forceinline__ int atomic_max(volatile int* p, int v) { return atomicMax((int*)p, v); }
 __forceinline__ uint as_uint(float x) { return __float_as_uint(x); }
 __forceinline__ float as_float(int x) { return __int_as_float(x); }
 __forceinline__ float as_float(uint x) { return __uint_as_float(x); }
@@ -230,7 +234,7 @@ def source() -> str:
     parts.append(_scalar_math())
     parts += [_operators(e, w) for e in ("float", "int") for w in WIDTHS]
     parts += [_functions(w) for w in WIDTHS]
-    parts += [HELPERS, philox()]
+    parts += [HELPERS, _dtypes.CPP_PRELUDE, philox()]      # dtype loads/stores, int helpers
     return "".join(parts)
 
 

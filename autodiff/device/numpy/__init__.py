@@ -34,7 +34,7 @@ def compile(graph: Graph, ir: str | None = None, **options):
     """
     ir = ir or os.environ.get("AUTODIFF_IR", "graph")
     if ir == "graph":
-        return Interpreter(graph)
+        return Interpreter(graph, options.get("prefetch"))
     if ir == "procedural":
         from .procedural import compile_procedural
         return compile_procedural(graph, **options)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import dtypes
-from ...graph.ir import Graph, Node, Op
+from ...graph.ir import CONTROL, Graph, Node, Op
 from ...graph.reference import KERNELS, kernel
 from ...graph.rng import philox_uniform
-from ..host import call_feeder, call_receiver, check_memory
+from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_indices,
+                    check_memory, deferred_interrupts, prefetch_option, safe_indices)
 from . import control
 
 
@@ -22,31 +23,43 @@ class Interpreter:
     """A compiled graph: ``run(store)`` executes it against variable values in ``store``.
 
     ``store`` maps :class:`~autodiff.graph.ir.Variable` -> numpy array and is updated in
-    place by ``ASSIGN`` nodes. If an iteration fails, ``store`` is restored to its values at
-    the start of that iteration before the error propagates.
+    place by ``ASSIGN`` nodes. If the run stops inside the outermost loop (a failing
+    callback, an out-of-range index, an interrupt anywhere), ``store`` holds the values at
+    the start of the iteration it stopped in before the error propagates
+    (:attr:`progress` tells which). Host callbacks follow the order contract of
+    :mod:`autodiff.device.host` with ``prefetch`` (Feeders called ahead by
+    :class:`~autodiff.device.host.FeedAhead`).
 
     Raises:
         DeviceOutOfMemory: (at construction) a value larger than the memory available.
     """
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, prefetch: int | None = None):
         check_memory(graph.walk(), "numpy")
         self.graph = graph
+        self.prefetch = prefetch_option(prefetch)
         self.steps = self._compile(graph)
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
+        self.progress = Progress()
+        self._feeds: dict | None = None      # Feeder values of this iteration (called ahead)
         self.index: dict[int, int] = {}      # loop key -> iteration (control.py)
         self.results: dict[int, list] = {}   # IF/SCAN node id -> its results
 
-    def _compile(self, graph: Graph):
+    def _compile(self, graph):
         return [self._step(n) for n in graph.nodes]
 
     def _step(self, n: Node):
         if n.op is Op.FOR:
-            return ("for", n, self._compile(n.arg.body))
+            body = n.arg.body.nodes
+            feeders = None if any(m.op in CONTROL for m in body) else \
+                [(m.id, m.arg) for m in body if m.op is Op.FEEDER]
+            return ("for", n, self._compile(n.arg.body), feeders)
         step = control.compile_step(self, n)
         if step is not None:
             return step
+        if n.op in (Op.GATHER, Op.SCATTER_ADD):
+            return ("index", n, kernel(n), tuple(s.id for s in n.srcs))
         if n.op in KERNELS:
             return ("op", n, kernel(n), tuple(s.id for s in n.srcs), dtypes.storage(n.dtype))
         return (n.op.name.lower(), n)
@@ -54,6 +67,8 @@ class Interpreter:
     def run(self, store: dict) -> None:
         self.vals = {}
         self.iters = []
+        self.progress = Progress()
+        self._feeds = None
         self._run(self.steps, store)
 
     def _run(self, steps, store) -> None:
@@ -77,28 +92,62 @@ class Interpreter:
                 vals[n.id] = philox_uniform(*n.arg, self.iters, n.shape)
             elif kind == "receiver":
                 self._receive(n, [vals[s.id] for s in n.srcs])
+            elif kind == "index":
+                args = [vals[i] for i in step[3]]
+                rows = args[0].shape[0] if n.op is Op.GATHER else n.arg
+                check_indices(args[1], rows, n, tuple(self.iters))
+                vals[n.id] = step[2](args[0], safe_indices(args[1], n))
             elif kind == "for":
-                self._loop(n, step[2], store)
+                self._loop(n, step[2], step[3], store)
             elif kind in control.KINDS:
                 control.run(self, step, store)
             else:
                 raise NotImplementedError(f"numpy device: no kernel for {n.op.name}")
 
-    def _loop(self, n: Node, body, store) -> None:
+    def _loop(self, n: Node, body, feeders, store) -> None:
+        """Run the loop. The outermost loop keeps ``(k, values at the start of iteration
+        k)`` as one pair, so whatever stops it (an interrupt included) restores a
+        consistent state; a body without nested loops gets its Feeders called ahead."""
+        top = not self.iters
+        length = len(n.arg.range)
+        if top:
+            self.progress.enter(n.site)
+        outer = self.iters[0] if self.iters else None
         self.iters.append(0)
-        for k, _ in enumerate(n.arg.range):
-            self.iters[-1] = k
-            self.index[n.arg.index] = k
-            snapshot = dict(store)
-            try:
+        ahead = None
+        if feeders is not None and self.prefetch > 0:
+            ahead = FeedAhead(feeders, length, self.prefetch, tuple(self.iters[:-1]),
+                              self.progress, (lambda j: j) if top else (lambda j: outer))
+        saved = self._feeds
+        snap = (0, dict(store))
+        try:
+            for k in range(length):
+                if top:
+                    snap = (k, dict(store))         # one binding: never torn
+                    self.progress.done(k)
+                self.iters[-1] = k
+                self.index[n.arg.index] = k
+                self._feeds = ahead.take(k) if ahead is not None else None
                 self._run(body, store)
-            except BaseException:
-                store.clear()
-                store.update(snapshot)
-                raise
-        self.iters.pop()
+            if top:
+                self.progress.done(length)
+        except BaseException:
+            if top:
+                with deferred_interrupts():
+                    store.update(snap[1])
+                    self.progress.stopped(snap[0])
+            raise
+        finally:
+            self.iters.pop()
+            self._feeds = saved
+            if top:
+                self.progress.leave()
 
     def _feed(self, n: Node) -> np.ndarray:
+        if self._feeds is not None and n.id in self._feeds:
+            return self._feeds[n.id]
+        if self.iters:
+            self.progress.fed(self.iters[0])
         return call_feeder(n.arg, tuple(self.iters))
 
     def _receive(self, n: Node, args) -> None:

@@ -23,7 +23,9 @@ from ...procedural.ir import (Acc, Apply, BufferKind, Const, Copy, DotProduct, E
                               FeederWrite, For, FusedKernel, Gather, If, IndexValue, Load,
                               Local, Program, Rand, ReceiverRead, Reduce, ScatterAdd, Select,
                               While)
-from ..host import call_feeder, call_receiver, check_memory
+from .. import empty
+from ..host import (FeedAhead, Progress, call_feeder, call_receiver, check_indices,
+                    check_memory, deferred_interrupts, prefetch_option, safe_indices)
 from ...graph import dtypes
 from ...graph.reference import _gather, _scatter_add, kernel
 
@@ -62,6 +64,13 @@ class ProceduralExecutor:
         aligned to the buffer's itemsize). TEMP buffers missing from it get their own array.
     by_member : bool
         Run fused groups op by op (their members) instead of as one kernel.
+    nodes : dict, optional
+        Graph node id -> node: index-checked statements name their op and user line.
+    sites : iterable of str
+        The ``file:line`` of the graph's loops in the order of the program's ``For``
+        statements (pre-order; error messages).
+    prefetch : int or None
+        ``execute()``'s order contract (:mod:`autodiff.device.host`).
 
     Attributes
     ----------
@@ -72,10 +81,16 @@ class ProceduralExecutor:
     """
 
     def __init__(self, program: Program, stages: dict | None = None, offsets: dict | None = None,
-                 by_member: bool = False):
+                 by_member: bool = False, nodes: dict | None = None,
+                 sites=(), prefetch: int | None = None):
         self.program = program
         self.stages = stages or {}
         self.by_member = by_member
+        self.nodes = nodes or {}             # graph node id -> node (index-error messages)
+        self._sites = iter(sites)            # the loops' sites, pre-order
+        self.prefetch = prefetch_option(prefetch)
+        self.progress = Progress()
+        self._feeds: dict | None = None
         self.vals: dict[int, np.ndarray] = {}
         self.iters: list[int] = []
         self.counters: dict[str, int] = {}    # loop counter name -> current iteration
@@ -105,6 +120,13 @@ class ProceduralExecutor:
 
     # -- compilation ----------------------------------------------------------------------
     def _compile(self, s):
+        if isinstance(s, (Elementwise, DotProduct, Reduce, Copy, Gather, ScatterAdd)) or \
+                (isinstance(s, FusedKernel) and not self.by_member):
+            k = empty.rewrite(s)            # zero-size spaces: no work, or an epilogue
+            if k is None:
+                return lambda: None
+            if k is not (s.kernel if isinstance(s, FusedKernel) else s):
+                s = k
         if isinstance(s, FusedKernel):
             if self.by_member:
                 steps = [self._compile(m) for m in s.members]
@@ -128,26 +150,38 @@ class ProceduralExecutor:
         if isinstance(s, Gather):
             table, idx, out = self._buf(s.table), self._buf(s.idx), self._buf(s.out)
             tshape, ishape = s.table.shape, s.idx.shape
+            node = self.nodes.get(s.out.node)
 
             def gather():
-                out[:] = _gather(table.reshape(tshape), idx.reshape(ishape)).ravel()
+                i = idx.reshape(ishape)
+                if node is not None:
+                    check_indices(i, tshape[0], node, tuple(self.iters))
+                    i = safe_indices(i, node)
+                out[:] = _gather(table.reshape(tshape), i).ravel()
             return gather
         if isinstance(s, ScatterAdd):
             upd, idx, out = self._buf(s.updates), self._buf(s.idx), self._buf(s.out)
             ushape, ishape, fn = s.updates.shape, s.idx.shape, _scatter_add(s.out.shape[0])
+            node = self.nodes.get(s.out.node)
 
             def scatter():
-                out[:] = fn(upd.reshape(ushape), idx.reshape(ishape)).ravel()
+                i = idx.reshape(ishape)
+                if node is not None:
+                    check_indices(i, s.out.shape[0], node, tuple(self.iters))
+                out[:] = fn(upd.reshape(ushape), i).ravel()
             return scatter
         if isinstance(s, FeederWrite):
             buf = self._buf(s.buffer)
-            return lambda: np.copyto(buf, self._feed(s.spec).ravel())
+            return lambda: np.copyto(buf, self._feed(s).ravel())
         if isinstance(s, ReceiverRead):
             bufs = [(self._buf(b), b.shape) for b in s.buffers]
             return lambda: self._receive(s.spec, [a.reshape(sh).copy() for a, sh in bufs])
         if isinstance(s, For):
+            site = next(self._sites, "?")
             body = [self._compile(b) for b in s.body]
-            return lambda: self._loop(s.range, body, s.var)
+            feeders = None if any(isinstance(b, (For, If, While)) for b in s.body) else \
+                [(id(b), b.spec) for b in s.body if isinstance(b, FeederWrite)]
+            return lambda: self._loop(s.range, body, s.var, feeders, site)
         if isinstance(s, If):
             cond = self._buf(s.cond)
             then, orelse = ([self._compile(b) for b in blk] for blk in (s.then, s.orelse))
@@ -341,13 +375,13 @@ class ProceduralExecutor:
 
         Raises
         ------
-        FeederError, ReceiverError
-            A host callback failed; ``store`` then holds the variables' values at the
-            start of the failing iteration.
-        IndexError
-            A gather index out of range.
+        FeederError, ReceiverError, IndexOutOfRange, KeyboardInterrupt
+            The run stopped; ``store`` then holds the variables' values at the start of
+            the iteration of the outermost loop it stopped in (:attr:`progress`).
         """
         self.iters = []
+        self.progress = Progress()
+        self._feeds = None
         for b in self.params:
             a = self._buf(b)
             a[:] = np.asarray(store[b.var], dtype=dtypes.storage(b.dtype)).ravel()
@@ -355,8 +389,9 @@ class ProceduralExecutor:
             for f in self.steps:
                 f()
         finally:
-            for b in self.params:
-                store[b.var] = self._buf(b).reshape(b.shape).copy()
+            with deferred_interrupts():
+                store.update({b.var: self._buf(b).reshape(b.shape).copy()
+                              for b in self.params})
         self.vals = {nid: self._buf(b).reshape(b.shape).copy()
                      for nid, b in self.program.outputs.items()}
 
@@ -386,23 +421,53 @@ class ProceduralExecutor:
             self.iters.pop()
         return run
 
-    def _loop(self, rng, body, var: str = "i0") -> None:
+    def _loop(self, rng, body, var: str = "i0", feeders=None, site: str = "?") -> None:
+        """As :meth:`autodiff.device.numpy.interpreter.Interpreter._loop`: the outermost
+        loop keeps ``(k, parameters at the start of iteration k)`` and restores them when
+        it stops; Feeders of a body without nested control flow are called ahead."""
+        top = not self.iters
+        length = len(rng)
+        if top:
+            self.progress.enter(site)
+        outer = self.iters[0] if self.iters else None
         self.iters.append(0)
-        for k, _ in enumerate(rng):
-            self.iters[-1] = k
-            self.counters[var] = k
-            snapshot = [self._buf(b).copy() for b in self.params]
-            try:
+        ahead = None
+        if feeders is not None and self.prefetch > 0:
+            ahead = FeedAhead(feeders, length, self.prefetch, tuple(self.iters[:-1]),
+                              self.progress, (lambda j: j) if top else (lambda j: outer))
+        saved = self._feeds
+        snap = (0, [self._buf(b).copy() for b in self.params])
+        try:
+            for k in range(length):
+                if top:
+                    snap = (k, [self._buf(b).copy() for b in self.params])
+                    self.progress.done(k)
+                self.iters[-1] = k
+                self.counters[var] = k
+                self._feeds = ahead.take(k) if ahead is not None else None
                 for f in body:
                     f()
-            except BaseException:
-                for b, a in zip(self.params, snapshot):
-                    self._buf(b)[:] = a
-                raise
-        self.iters.pop()
+            if top:
+                self.progress.done(length)
+        except BaseException:
+            if top:
+                with deferred_interrupts():
+                    for b, a in zip(self.params, snap[1]):
+                        self._buf(b)[:] = a
+                    self.progress.stopped(snap[0])
+            raise
+        finally:
+            self.iters.pop()
+            self._feeds = saved
+            if top:
+                self.progress.leave()
 
-    def _feed(self, spec) -> np.ndarray:
-        return call_feeder(spec, tuple(self.iters))
+    def _feed(self, stmt) -> np.ndarray:
+        if self._feeds is not None and id(stmt) in self._feeds:
+            return self._feeds[id(stmt)]
+        if self.iters:
+            self.progress.fed(self.iters[0])
+        return call_feeder(stmt.spec, tuple(self.iters))
 
     def _receive(self, spec, args) -> None:
         call_receiver(spec, tuple(self.iters), args)
@@ -440,4 +505,7 @@ def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
         offsets, stages["alloc"] = mem.buffer_offsets(), mem
         if report is not None:
             report.stats["memory"] = mem.stats()
-    return ProceduralExecutor(run, stages, offsets, by_member)
+    nodes = {n.id: n for n in graph.walk()}
+    sites = [n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)]
+    return ProceduralExecutor(run, stages, offsets, by_member, nodes, sites,
+                              options.get("prefetch"))

@@ -18,8 +18,11 @@ import time
 import numpy as np
 
 from ...graph.dtypes import storage
-from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Kernel,
-                              ReceiverRead)
+from ...graph.ir import Op
+from ...procedural.ir import (BufferKind, DotProduct, FeederWrite, For, FusedKernel, Gather,
+                              Kernel, ReceiverRead, ScatterAdd)
+from .. import empty
+from ..host import ignored
 from . import chain, codegen, kernels, philox, render, target
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, select
@@ -128,7 +131,9 @@ class _Kernels:
 
     A kernel statement renders with its buffers' offsets as int arguments
     (:class:`.codegen.Args`); one whose body (up to its name) and launch sizes equal an
-    earlier one's reuses that body and only brings its own arguments.
+    earlier one's reuses that body and only brings its own arguments. An index-checked
+    kernel's id in the error record is a literal of its body, so such kernels share a body
+    only with themselves.
     """
 
     def __init__(self):
@@ -136,12 +141,14 @@ class _Kernels:
         self.canon: dict = {}           # (source up to the name, sizes) -> body
         self.count = 0
 
-    def render(self, s, off, target) -> list:
-        """The Sources to launch for kernel statement ``s`` (shared bodies renamed)."""
+    def render(self, s, off, target, check=(1, None)) -> list:
+        """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
+        ``check`` as :func:`.codegen.kernel`."""
         name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
         self.count += 1
         out = []
-        for src in codegen.kernel(name, s, off, d=BODY, target=target, args=True):
+        for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check,
+                                  args=True):
             key = (src.src.replace(src.name, "@"), src.global_size, src.local_size, src.whole)
             first = self.canon.get(key)
             if first is None:
@@ -151,18 +158,21 @@ class _Kernels:
         return out
 
 
-def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target,
+def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx,
            top: bool = True):
     """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
-    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain)."""
+    sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
+    ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
+    list of index-checked graph nodes, the check id of each being its position + 1)``."""
+    nodes, sites, checked = ctx
     steps = []
     for s in stmts:
         if isinstance(s, For):
-            body = _steps(s.body, off, kernels, launches, chain_work, target, top=False)
+            site = next(sites)
+            body = _steps(s.body, off, kernels, launches, chain_work, target, ctx, top=False)
             feeds = [x for x in body if type(x) is Feed]
-            callbacks = any(isinstance(x, (ReceiverRead, FeederWrite))
-                            for x, _ in _walk(s.body))
-            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+            inner = not any(isinstance(x, For) for x in s.body)
+            steps.append(Loop(s.range, body, feeds, recovers=top, site=site, inner=inner))
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
@@ -170,8 +180,16 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target,
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, Kernel):
+            s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
+            if s is None:
+                continue
             small = chain.work(s) <= chain_work
-            for src in kernels.render(s, off, target):
+            check = (1, None)
+            if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
+                node = nodes[s.out.node]
+                checked.append(node)
+                check = (len(checked), ignored(node))
+            for src in kernels.render(s, off, target, check):
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
                 if small and prev is not None and launches[prev][0]:
@@ -206,13 +224,6 @@ def _wrappers(launches: dict) -> tuple[list, dict]:
     return out, args
 
 
-def _walk(stmts):
-    for s in stmts:
-        yield s, 0
-        if isinstance(s, For):
-            yield from _walk(s.body)
-
-
 class _Listing:
     def __init__(self, text: str):
         self.text = text
@@ -241,7 +252,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.target.for_device`'s choice;
+            tile) override :func:`.target.for_device`'s choice; ``prefetch`` is
+            ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
     Returns:
@@ -270,7 +282,11 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
-    steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt)
+    nodes = {n.id: n for n in graph.walk()}
+    sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
+    checked: list = []
+    steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
+                   (nodes, sites, checked))
     sources, launch_args = _wrappers(by_launch)
     launches = list(by_launch)
     bodies = kernels_.bodies
@@ -304,7 +320,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["compile_s"] = time.perf_counter() - t_all
     stages["opencl"] = _Listing(src)
     exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
-                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL])
+                     codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
+                     checked, options.get("prefetch"))
     if report is not None:
         report.stats["opencl"] = stats
     return exe

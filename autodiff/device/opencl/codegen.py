@@ -37,8 +37,32 @@ from .target import Target
 #: fewer rows the transpose would cost more than the product
 PACK_MIN_ROWS = 64
 
-#: float offset of the int error flag (bad gather index) in every arena
+#: float offset of the index-error record in every arena (int32 words, host-initialised
+#: to ``FLAG_INIT``): word 0 the id of the first failing index-checked kernel (0: none),
+#: words 1-2 the Philox iteration words, then at ``FLAG + 4`` the count, smallest and
+#: largest out-of-range index of that kernel (filled only by it: first failing one wins)
 FLAG = K.SLACK
+#: the record's words after ``FLAG``: ``[id, words, words, spare, count, low, high, 0]``
+FLAG_WORDS = 8
+FLAG_INIT = (0, 0, 0, 0, 0, 2 ** 31 - 1, -(2 ** 31), 0)
+
+
+def _index_report(check, var: str, d: Dialect = OPENCL) -> str:
+    """C statements recording an out-of-range index ``var`` of the kernel with id
+    ``check[0]`` into the arena's error record (OpenCL 1.1 32-bit global atomics, which the
+    CUDA prelude maps to CUDA's: the first kernel to fail in program order owns the
+    record)."""
+    ptr = f"volatile {d.buffer} int*".replace("  ", " ")
+    return (f"{{ {ptr} f = ({ptr})(buf + {FLAG}); "
+            f"const int p = atomic_cmpxchg(f, 0, {check[0]}); "
+            f"if (p == 0 || p == {check[0]}) {{ atomic_inc(f + 4); atomic_min(f + 5, {var}); "
+            f"atomic_max(f + 6, {var}); }} }}")
+
+
+def _bad(var: str, rows: int, check) -> str:
+    """C condition: ``var`` is outside ``[0, rows)`` and not the ignored value."""
+    cond = f"({var} < 0 || {var} >= {rows})"
+    return cond if check is None or check[1] is None else f"({cond} && {var} != {check[1]})"
 
 
 def affine_stride(e: Expr, v: Var) -> int | None:
@@ -751,9 +775,11 @@ def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL) -> K.Source:
-    """out[r, c] = table[idx[r], c]; a bad index sets the arena's error flag (and reads row
-    0 instead)."""
+def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL,
+           check=(1, None)) -> K.Source:
+    """out[r, c] = table[idx[r], c]. ``check`` = ``(id, ignored value or None)``: a bad
+    index is recorded (column 0 reports it) in the arena's error record under ``id``
+    and row 0 is read instead."""
     rows, width = k.idx.size, k.table.size // max(k.table.shape[0], 1)
     n, nt = rows * width, k.table.shape[0]
     dt, scale = k.table.dtype, D.per_float(k.table.dtype)
@@ -761,15 +787,19 @@ def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL) -> K.Source
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
          f"  const int r = i / {max(width, 1)}, c = i % {max(width, 1)};",
          f"  int t = as_int(buf[{offsets[k.idx.name]} + r]);",
-         f"  if (t < 0 || t >= {nt}) {{ buf[{FLAG}] = as_float(1); t = 0; }}",
+         f"  if (t < 0 || t >= {nt}) {{",
+         f"    if ({_bad('t', nt, check)} && c == 0) {_index_report(check, 't', d)}",
+         "    t = 0;", "  }",
          "  " + D.store(f"{offsets[k.out.name] * scale} + i",
                         D.load(f"{offsets[k.table.name] * scale} + t*{width} + c", dt), dt),
          "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL) -> K.Source:
-    """One work-item per column: zero it, then add the updates in index order (no races)."""
+def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL,
+                check=(1, None)) -> K.Source:
+    """One work-item per column: zero it, then add the updates in index order (no races).
+    A bad index is recorded under ``check[0]`` (column 0 reports it) and skipped."""
     nout, width, nidx = k.out.shape[0], k.out.size // max(k.out.shape[0], 1), k.idx.size
     o, u, ix = offsets[k.out.name], offsets[k.updates.name], offsets[k.idx.name]
     dt, scale = k.out.dtype, D.per_float(k.out.dtype)
@@ -779,14 +809,19 @@ def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL) ->
         L += [f"  for (int t = 0; t < {nout}; t++) buf[{o} + t*{width} + c] = 0.0f;",
               f"  for (int i = 0; i < {nidx}; i++) {{",
               f"    int t = as_int(buf[{ix} + i]);",
-              f"    if (t < 0 || t >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
+              f"    if (t < 0 || t >= {nout}) {{",
+              f"      if ({_bad('t', nout, check)} && c == 0) {_index_report(check, 't', d)}",
+              "      continue;", "    }",
               f"    buf[{o} + t*{width} + c] += buf[{u} + i*{width} + c];", "  }", "}"]
     else:     # other dtypes: a register per output row (16-bit floats round once)
         add = "(int)((uint)s + (uint)v)" if D.CTYPE[dt] == "int" else "s + v"
         L += [f"  for (int t = 0; t < {nout}; t++) {{", f"    {D.ctype(dt)} s = 0;",
               f"    for (int i = 0; i < {nidx}; i++) {{",
               f"      const int ti = as_int(buf[{ix} + i]);",
-              f"      if (ti < 0 || ti >= {nout}) {{ buf[{FLAG}] = as_float(1); continue; }}",
+              f"      if (ti < 0 || ti >= {nout}) {{",
+              f"        if ({_bad('ti', nout, check)} && c == 0 && t == 0) "
+              f"{_index_report(check, 'ti', d)}",
+              "        continue;", "      }",
               f"      if (ti == t) {{ const {D.ctype(dt)} v = "
               f"{D.load(f'{u * scale} + i*{width} + c', dt)}; s = {add}; }}", "    }",
               "    " + D.store(f"{o * scale} + t*{width} + c", D.round_to("s", dt), dt),
@@ -799,10 +834,13 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
 
 
 def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
-           target: Target = Target(), args: bool = False) -> list[K.Source]:
+           target: Target = Target(), check=(1, None),
+           args: bool = False) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
     group renders its single-kernel form; a DotProduct may first pack an operand), rendered
     for ``target`` (vector lanes, matmul tile, reduction form: :mod:`.target`).
+    ``check``: ``(id, ignored index or None)`` of a Gather/ScatterAdd, for the arena's
+    index-error record (:data:`FLAG`).
 
     With ``args``, buffer offsets are kernel parameters (:class:`Args`; the scratch
     regions stay literals): every returned Source declares the same ``params`` and carries
@@ -825,6 +863,8 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
         out = elementwise(name, k, offsets, d, width=target.vector)
     elif fn is dot_product:
         out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector)
+    elif fn in (gather, scatter_add):
+        out = fn(name, k, offsets, d, check)
     else:
         out = fn(name, k, offsets, d)
     out = out if isinstance(out, list) else [out]

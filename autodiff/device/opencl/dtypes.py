@@ -251,10 +251,43 @@ def int_reduce(name: str, rows: int, length: int, x: Callable[[str], str],
     """Source lines of a row reduction with an ``int`` accumulator (integer and bool
     sources): one work-item per row ``r``, columns ``j`` in order. ``x(j)`` is the C
     expression of column ``j``; ``out(s)`` the statements storing the result ``s``."""
-    ident = "0" if op == "sum" else "INT_MIN"
+    ident = "0" if op == "sum" else "(-2147483647 - 1)"
     comb = "(int)((uint)s + (uint)v)" if op == "sum" else "max(s, v)"
     L = [signature + " {", f"  const int r = {index};", f"  if (r >= {rows}) return;",
          f"  int s = {ident};",
          f"  for (int j = 0; j < {length}; j++) {{ const int v = {x('j')}; s = {comb}; }}"]
     L += [f"  {st}" for st in out("s")] + ["}"]
     return "\n".join(L), local
+
+
+#: half <-> float in integer code (round to nearest even, subnormals, inf and NaN kept), for
+#: targets without ``vload_half``/``vstore_half_rte`` (the CUDA prelude; C and C++ alike)
+PORTABLE_HALF = r"""
+inline float _ad_h2f(ushort h) {
+  const uint s = (uint)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return as_float(s | 0x7f800000u | (m << 13));
+  if (e) return as_float(s | ((e + 112u) << 23) | (m << 13));
+  const float f = (float)m * 5.9604644775390625e-08f;
+  return s ? -f : f;
+}
+inline ushort _ad_f2h(float f) {
+  const uint u = as_uint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (ushort)(s | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (a >= 0x477ff000u) return (ushort)(s | 0x7c00u);
+  if (a < 0x38800000u) return (ushort)(s | (uint)rint(as_float(a) * 16777216.0f));
+  const uint r = a - 0x38000000u;
+  return (ushort)(s | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+}
+"""
+
+#: what a C++ target (the CUDA prelude) adds for these spellings: the OpenCL address-space
+#: word, byte and short element types, half loads and stores, then :data:`HELPERS`
+CPP_PRELUDE = r"""
+#define __global
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned short half;
+""" + PORTABLE_HALF + r"""
+inline float vload_half(size_t i, const half* p) { return _ad_h2f(p[i]); }
+inline void vstore_half_rte(float v, size_t i, half* p) { p[i] = _ad_f2h(v); }
+""" + HELPERS

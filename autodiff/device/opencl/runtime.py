@@ -7,18 +7,29 @@ Execution model (on PoCL 3.1 a launch costs the host 1.3-1.7 us and any synchron
 * every kernel is built once, before the first iteration; each launch is a prebuilt
   ``(kernel, global size, local size)`` whose only argument, the arena, is bound up front;
 * a ``For`` runs on the host as a tight loop over those launches on one in-order queue,
-  with no synchronisation per kernel;
-* Feeders are called at the start of their iteration (so the Feeder of iteration k+1 runs
-  while the device still computes k); the value is copied into a pinned staging array
-  (:class:`Staging`, reused) and written to the arena with a non-blocking copy, enqueued
-  where the Feeder sits;
-* Receiver values are read with non-blocking copies into a staging ring; callbacks run in
-  order as their copies complete, at the latest before :meth:`Executable.run` returns;
+  with no synchronisation per kernel (up to :data:`RING` iterations in flight);
+* host callbacks follow the order contract of :mod:`autodiff.device.host`
+  (``prefetch``): under ``prefetch=n`` the Feeders of iteration ``k`` are called at its
+  start, just after the Receivers of iterations ``<= k - n - 1`` ran, so they overlap the
+  device computing the iterations before; under ``prefetch=0`` a Feeder runs at its place,
+  after every earlier Receiver returned (a synchronisation). A Feeder's value is copied
+  into a pinned staging array (:class:`Staging`, reused) and written to the arena with a
+  non-blocking copy, enqueued where the Feeder sits;
+* Receiver values are read with non-blocking copies into staging arrays; callbacks run in
+  order when the order rule calls for them (or as the copies complete, in a loop without
+  Feeders), at the latest before :meth:`Executable.run` returns;
+* index-checked kernels (Gather, ScatterAdd) record the first out-of-range index in the
+  arena's error record, read back with the Receivers and at each iteration's end;
 * kernels that draw random numbers (``Op.RAND``, :mod:`.philox`) read the loop's iteration
   words from the arena; a one-work-item kernel writes them when the iteration changed;
-* parameters live in the arena for the whole run and are written back at the end. A
-  failing callback restores the parameters of its iteration's start from a periodic
-  checkpoint plus a replay of the iterations since (see :class:`Executable`).
+* parameters live in the arena for the whole run and are written back at the end. A run
+  that stops (failing callback, index error, interrupt) restores the parameters of the
+  iteration it stops in from a periodic checkpoint plus a replay of the iterations since
+  (see :class:`Executable`).
+
+The host logic that is not OpenCL's (the order rule, the stop bookkeeping and the errors)
+lives in :mod:`autodiff.device.host`, for reuse by other devices that drive a queue the
+same way (steps :class:`Launch`, :class:`Loop`, :class:`Feed`, :class:`Receive`).
 """
 from __future__ import annotations
 
@@ -30,10 +41,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import FeederError, ReceiverError
+from ...errors import FeederError, IndexOutOfRange, ReceiverError
+from ...graph.ir import Op
 from ...graph.rng import iteration_words
 from ...graph import dtypes
-from ..host import check_feed
+from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
+from . import codegen
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
 #: in flight on the device
@@ -117,23 +130,26 @@ def build(ctx, device, src: str, names: list[str]):
 #: Feeder staging arrays in use outside a recorded loop before a sync frees them
 STAGING_UNRECORDED = 4 * RING
 
+#: pinned staging arrays allocated (and mapped) at once
+STAGING_SLAB = 16
+
 
 class Staging:
     """Pinned host arrays that Feeder values are copied into and written to the arena from
     with non-blocking copies; reused, so the steady state allocates nothing.
 
     An array is *taken* per Feeder call and stays in use until the caller knows its copy
-    has completed and no replay needs it (a checkpoint, the end of the run):
-    :meth:`release_all` then returns every array to the free lists. Pinned memory is a
-    ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once (the pattern GPU vendors recommend for
-    fast, truly asynchronous host-to-device copies); on a CPU device it is plain host
-    memory.
+    has completed and no replay needs it: :meth:`release` (a checkpoint dropping its
+    record) or :meth:`release_all` (the end of the run) returns it to the free lists.
+    Pinned memory is a ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once (the pattern GPU
+    vendors recommend for fast, truly asynchronous host-to-device copies); on a CPU device
+    it is plain host memory. A zero-size value gets a plain empty array (nothing to copy).
     """
 
     def __init__(self, ctx, queue):
         self.ctx, self.queue = ctx, queue
         self._free: dict = collections.defaultdict(list)
-        self._used: list = []
+        self._used: dict = {}          # id(array) -> (key, array)
         self._keep: list = []          # the cl.Buffers behind the mapped arrays
 
     @property
@@ -143,28 +159,41 @@ class Staging:
 
     def take(self, shape: tuple, dtype) -> np.ndarray:
         """A free pinned array of ``shape`` and ``dtype`` (allocated if none is free)."""
+        if not int(np.prod(shape)):
+            return np.empty(shape, dtype)      # nothing to transfer (and no pinned map)
         key = (tuple(shape), np.dtype(dtype).str)
         free = self._free[key]
-        a = free.pop() if free else self._pinned(shape, dtype)
-        self._used.append((key, a))
+        if not free:
+            free.extend(self._pinned(shape, dtype, STAGING_SLAB))
+        a = free.pop()
+        self._used[id(a)] = (key, a)
         return a
 
+    def release(self, arrays) -> None:
+        """``arrays`` (taken earlier, their copies complete) are free again."""
+        for a in arrays:
+            entry = self._used.pop(id(a), None)
+            if entry is not None:
+                self._free[entry[0]].append(entry[1])
+
     def release_all(self) -> None:
-        """Every array taken is free again (call after a sync, outside a replay record)."""
-        for key, a in self._used:
+        """Every array taken is free again (call after a sync)."""
+        for key, a in self._used.values():
             self._free[key].append(a)
         self._used.clear()
 
-    def _pinned(self, shape, dtype) -> np.ndarray:
+    def _pinned(self, shape, dtype, count: int) -> list:
+        """``count`` pinned arrays of ``shape`` from one buffer mapped once (a map costs a
+        synchronisation)."""
         import pyopencl as cl
-        nbytes = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
         mf = cl.mem_flags
-        buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+        buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR,
+                        count * int(np.prod(shape)) * np.dtype(dtype).itemsize)
         a, ev = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
-                                      0, tuple(shape), dtype)
+                                      0, (count,) + tuple(shape), dtype)
         ev.wait()
         self._keep.append(buf)
-        return a
+        return list(a)
 
 
 # -- steps --------------------------------------------------------------------------------
@@ -177,7 +206,7 @@ class Launch:
     rand: bool = False        # draws random numbers: needs the current iteration words
 
 
-@dataclass
+@dataclass(eq=False)
 class Feed:
     """Host -> arena: ``spec.fn()`` copied into a pinned staging array, written at
     ``offset``."""
@@ -188,100 +217,156 @@ class Feed:
     pending: object = None  # staging array filled for the current iteration
 
 
-@dataclass
+@dataclass(eq=False)
 class Receive:
-    """Arena -> host: non-blocking reads of ``parts`` = [(offset bytes, shape, dtype)]."""
+    """Arena -> host: non-blocking reads of ``parts`` = [(offset bytes, shape, dtype)]
+    into staging arrays (``free``: sets not in flight)."""
     spec: object
     parts: list
-    ring: list = field(default_factory=list)
-    count: int = 0
+    free: list = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)
 class Loop:
+    """A ``For``: ``body`` runs once per element of ``range`` from the host.
+
+    Attributes:
+        feeds: the Feeds directly in the body, in program order.
+        recovers: an outermost loop: checkpointed, restores the variables when it stops.
+        site: the user's ``file:line`` of the ``ir_for``.
+        inner: the body holds no nested loop (its Feeders may run ahead: ``prefetch``).
+        flag_at_end: read the index-error record at the end of each iteration (the
+            program has index-checked kernels and the body does not end with a Receive,
+            whose read includes it).
+    """
     range: range
     body: list
-    feeds: list                       # the Feeds directly in the body, in program order
-    recovers: bool = False            # outermost loop with host callbacks: checkpointed
+    feeds: list
+    recovers: bool = False
+    site: str = "?"
+    inner: bool = True
+    flag_at_end: bool = False
 
 
-@dataclass
+@dataclass(eq=False)
 class Pending:
+    """A non-blocking read not yet handed to the host: a Receiver's values (``recv``,
+    ``arrays``) and/or the index-error record (``flag``), read in iteration ``iters``
+    (``k``: index in the loop being run, ``outer``: in the outermost loop, or None)."""
     event: object
-    recv: Receive
-    arrays: list
+    recv: Receive | None
+    arrays: list | None
+    flag: np.ndarray | None
     iters: tuple
+    k: int
+    outer: int | None
+
+
+@dataclass(eq=False)
+class Checkpoint:
+    """The loop-written parameters at the start of iteration ``base`` (a device copy),
+    and the Feeder staging arrays of every call since (the record a replay reads)."""
+    base: int
+    buffer: object
+    record: list
 
 
 class Executable:
     """A compiled program ready to :meth:`run`.
 
-    Failure recovery (a Feeder or Receiver callback raising): every
-    :attr:`checkpoint_every` iterations of an outermost loop with callbacks, once the
-    Receivers of the earlier iterations have returned, the parameters the loops write are
-    copied on the device into a checkpoint buffer; the Feeder values of the iterations
-    since then stay on the host (they are the staging arrays of the non-blocking writes
-    anyway). When a callback of iteration ``s`` fails, the checkpoint is copied back and
-    iterations ``checkpoint .. s-1`` run again with the recorded Feeder values and the
-    Receivers suppressed. The kernels are deterministic, so the parameters end
-    bit-identical to their values at the start of iteration ``s`` (the numpy device's
-    semantics). The steady state pays one device copy and one synchronisation per
-    checkpoint instead of a parameter snapshot per iteration.
+    Host callbacks follow the order contract of :mod:`autodiff.device.host` lazily: with
+    ``prefetch=n`` (loops without nested loops) the Feeders of iteration ``k`` are called at
+    its start, right after the Receivers of iterations ``<= k - n - 1`` have run; the reads
+    behind Receivers stay in flight until then (no synchronisation per iteration). With
+    ``prefetch=0``, and outside such loops, a Feeder runs at its place in the program
+    after every earlier Receiver has returned.
+
+    Out-of-range indices: each index-checked kernel (Gather, ScatterAdd) records the first
+    failure in the arena's error record (:data:`.codegen.FLAG`: kernel id, count, smallest
+    and largest bad index); the record is read with every Receiver's values and at the end
+    of every iteration (non-blocking, like the Receivers), so the host raises
+    :class:`~autodiff.errors.IndexOutOfRange` for the right iteration, before a later
+    Receiver of it runs.
+
+    Stops (a failing callback, an index error, an interrupt anywhere): every
+    :attr:`checkpoint_every` iterations of an outermost loop, the parameters the loops
+    write are copied on the device into a checkpoint buffer (after a synchronisation, the
+    Receivers left pending); the Feeder values of the calls since stay on the host (the
+    staging arrays of the non-blocking writes anyway). Two checkpoints are kept, since
+    Receivers lag the host loop by up to ``prefetch`` iterations. When the run stops in
+    iteration ``s`` (for an interrupt: the first iteration not completed, i.e. with a
+    Receiver or index check outstanding or not fully enqueued), the latest checkpoint at
+    or before ``s`` is copied back and the iterations from it to ``s - 1`` run again with
+    the recorded Feeder values and no callbacks. The kernels are deterministic, so the
+    parameters end bit-identical to their values at the start of iteration ``s`` (the
+    numpy device's semantics). The steady state pays one device copy and one
+    synchronisation per checkpoint instead of a parameter snapshot per iteration.
 
     Attributes:
         vals: graph node id -> numpy array for the program's outputs (after ``run``).
         stages: printable stages (``procedural``, ``fused``, ``memory``, ``opencl``).
         stats: compile figures (kernel count, times in seconds).
+        progress: where the run is or stopped (:class:`~autodiff.device.host.Progress`).
         checkpoint_every: iterations between checkpoints: :data:`CHECKPOINT`, fewer when
-            the recorded Feeder values would exceed :data:`RECORD_BYTES`.
+            the recorded Feeder values would exceed :data:`RECORD_BYTES`, at least
+            ``prefetch + 1`` and ``2 RING + 1`` (the most iterations Receivers lag).
     """
 
     def __init__(self, ctx, device, queue, arena, arena_bytes: int, steps: list,
                  params: list, outputs: dict, flag_offset: int, stages: dict, stats: dict,
-                 written: tuple = (0, 0), set_words=None):
-        import pyopencl as cl
+                 written: tuple = (0, 0), set_words=None, checked=(), prefetch=None):
         self.ctx, self.device, self.queue = ctx, device, queue
         self.arena, self.arena_bytes = arena, arena_bytes
         self.steps, self.params, self.outputs = steps, params, outputs
         self.flag_offset = flag_offset
         self.stages, self.stats = stages, stats
         self.vals: dict = {}
+        self.prefetch = prefetch_option(prefetch)
+        self.checked = list(checked)     # index-checked graph nodes; kernel id = position + 1
+        self.progress = Progress()
         self._prof = None
         self._written = written          # (byte offset, bytes) of the loop-written params
-        self._ckpt = None
-        if written[1] and any(lp.recovers for lp in _loops(steps)):
-            self._ckpt = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, written[1])
+        self._buffers: list = []         # checkpoint buffers not in use
         self._set_words = set_words      # kernel writing the Philox iteration words
         if set_words is not None:
             set_words.set_scalar_arg_dtypes([None, np.uint32, np.uint32])
+        for lp in _loops(steps):
+            lp.flag_at_end = bool(self.checked) and not (lp.body and
+                                                         type(lp.body[-1]) is Receive)
         feed_bytes = sum(int(np.prod(f.shape)) * np.dtype(f.dtype).itemsize
                          for lp in _loops(steps) for f in _feeds(lp.body))
-        self.checkpoint_every = max(1, min(CHECKPOINT, RECORD_BYTES // max(feed_bytes, 1)))
+        self.checkpoint_every = max(1, min(CHECKPOINT, RECORD_BYTES // max(feed_bytes, 1)),
+                                    self.prefetch + 1, 2 * RING + 1)
         self._staging = Staging(ctx, queue)
+        self._flags: list = []           # host arrays for reads of the error record
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, store: dict) -> None:
         """Copy variables in, run, copy variables and outputs back (also on error).
 
         Raises:
-            FeederError, ReceiverError: a host callback failed; ``store`` then holds the
-                values at the start of the failing iteration of the outermost loop.
-            IndexError: a Gather/ScatterAdd index was out of range.
+            FeederError, ReceiverError, IndexOutOfRange, KeyboardInterrupt: the run
+                stopped; ``store`` then holds the values after the completed iterations of
+                the outermost loop (:attr:`progress`).
         """
         import pyopencl as cl
+        self.progress = Progress()          # first: a stop before the loop names nothing
         q = self.queue
         t0 = time.perf_counter()
         for var, off in self.params:
-            cl.enqueue_copy(q, self.arena, np.ascontiguousarray(store[var]), dst_offset=off,
-                            is_blocking=False)
-        head = np.zeros(4, np.int32)       # error flag, iteration words (0, 0), spare
-        cl.enqueue_copy(q, self.arena, head, dst_offset=self.flag_offset, is_blocking=False)
+            if var.value.size:
+                cl.enqueue_copy(q, self.arena, np.ascontiguousarray(store[var]),
+                                dst_offset=off, is_blocking=False)
+        self._reset_flag()
         self._pending: collections.deque = collections.deque()
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
-        self._record: list | None = None    # Feeder staging arrays since the checkpoint
         self._replay: collections.deque | None = None
+        self._record: list | None = None    # Feeder staging arrays of the current span
+        self._ckpts: list = []              # the outermost loop's checkpoints (at most 2)
+        self._unrecorded: list = []         # Feeder staging arrays outside loops
         self._events: list = []             # Feeder writes not known to be complete
+        self._enqueued, self._partial = 0, False
         self._first = None
         self._t0 = t0
         if self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
@@ -290,18 +375,23 @@ class Executable:
             self._exec(self.steps)
             self._drain()
         finally:
-            q.finish()
-            self._events, self._record = [], None
-            self._staging.release_all()
-            for var, off in self.params:
-                out = np.empty(var.shape, dtypes.storage(var.dtype))
-                cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
-                store[var] = out
+            with deferred_interrupts():     # the variables are read back whole
+                q.finish()
+                self._events, self._record, self._ckpts = [], None, []
+                self._staging.release_all()
+                values = {}
+                for var, off in self.params:
+                    out = np.empty(var.shape, dtypes.storage(var.dtype))
+                    if out.size:
+                        cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
+                    values[var] = out
+                store.update(values)
         for node_id, (off, shape, dtype) in self.outputs.items():
             out = np.empty(shape, dtype)
-            cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
+            if out.size:
+                cl.enqueue_copy(q, out, self.arena, src_offset=off, is_blocking=True)
             self.vals[node_id] = out
-        flag = np.zeros(1, np.int32)
+        flag = self._flag_array()
         cl.enqueue_copy(q, flag, self.arena, src_offset=self.flag_offset, is_blocking=True)
         self.stats["run_s"] = time.perf_counter() - t0
         if self._first is not None:
@@ -312,8 +402,8 @@ class Executable:
         if self._prof is not None:
             self.stats["kernel_us"] = _profile(self._prof)
             self._prof = None
-        if flag[0]:
-            raise IndexError("gather/scatter_add: an index was out of range [0, rows)")
+        if flag[0]:                          # an index-checked kernel outside loops
+            raise self._index_error(flag, ())
 
     def _exec(self, steps) -> None:
         import pyopencl as cl
@@ -330,98 +420,157 @@ class Executable:
             elif type(st) is Loop:
                 self._loop(st)
             elif type(st) is Feed:
-                if st.pending is None:          # not called at its iteration's start
+                if st.pending is None:          # in place: program order
+                    if self._replay is None:
+                        self._drain()           # every earlier Receiver has returned
                     self._call_feed(st)
                 self._write_feed(st)
             elif self._replay is None:          # a replay suppresses Receivers
                 self._receive(st)
 
     def _loop(self, lp: Loop, start: int = 0, stop: int | None = None) -> None:
-        """Run iterations ``start .. stop-1`` of ``lp`` (all by default); an outermost loop
-        with callbacks checkpoints, and on a callback failure restores the parameters of
-        the failing iteration's start before the error propagates."""
+        """Run iterations ``start .. stop-1`` of ``lp`` (all by default). An outermost loop
+        checkpoints, and when it stops restores the parameters of the iteration it stopped
+        in (:meth:`_stop`) before the error propagates."""
         import pyopencl as cl
         q = self.queue
-        guard = lp.recovers and self._replay is None
+        replay = self._replay is not None
+        top = not self._iters and not replay
         depth = len(self._iters)
         self._iters.append(0)
-        if guard:
-            self._drain()           # earlier Receivers: their errors precede this loop
         stop = len(lp.range) if stop is None else stop
-        every, base = self.checkpoint_every, start
+        ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
+        every = self.checkpoint_every
         marks: collections.deque = collections.deque()
-        for k in range(start, stop):
-            if len(marks) >= RING:          # at most RING iterations in flight: deep PoCL
-                marks.popleft().wait()      # queues slow every command down
-            self._iters[depth] = k
-            self._words = iteration_words(self._iters)
-            started = False
-            try:
-                if guard and k % every == 0:
-                    self._checkpoint()
-                    base = k
-                if self._replay is None:
-                    self._poll()
-                for f in lp.feeds:
-                    self._call_feed(f)
-                started = True
+        try:
+            if not replay:
+                self._drain()               # everything before the loop has run
+                if self.checked:            # and an index error there comes first
+                    self._read_flag()
+                    self._drain()
+            if top:
+                self.progress.enter(lp.site)
+                self._enqueued, self._partial = start, False
+            for k in range(start, stop):
+                if len(marks) >= RING:          # at most RING iterations in flight: deep PoCL
+                    marks.popleft().wait()      # queues slow every command down
+                self._iters[depth] = k
+                self._words = iteration_words(self._iters)
+                if not replay:
+                    if ahead:
+                        self._run_due(k - ahead - 1)    # the order rule, then the Feeders
+                    elif not lp.feeds:
+                        self._poll()
+                        self._throttle()
+                    if top:
+                        self._retire(self._completed())
+                        if (k - start) % every == 0:
+                            self._checkpoint(k)
+                    if ahead:
+                        for f in lp.feeds:
+                            self._call_feed(f)
+                if top:
+                    self._partial = True
                 self._exec(lp.body)
+                if lp.flag_at_end and not replay:
+                    self._read_flag()
                 marks.append(cl.enqueue_marker(q))
-                if self._first is None:     # one sync: first iteration done (lazy JIT)
+                if top:
+                    self._enqueued = k + 1
+                    self._partial = False
+                if self._first is None and not replay:  # one sync: first iteration (JIT)
                     marks[-1].wait()
                     self._first = time.perf_counter() - self._t0
                     self._iter0 = (time.perf_counter(), stop - start - 1)
-                if guard and k == stop - 1:
-                    self._drain()           # failures must still find the checkpoint
-            except (FeederError, ReceiverError) as e:
-                if guard:
-                    if started or isinstance(e, ReceiverError):
-                        self._recover(lp, base, e.iteration[0] if e.iteration else k)
-                    else:                   # nothing of iteration k was enqueued
-                        q.finish()
-                raise
-        del self._iters[depth:]
-        self._words = iteration_words(self._iters)
-        if guard:
-            self._record = None
+            if not replay:
+                self._drain()               # the loop's callbacks have all run
+            if top:
+                self.progress.done(stop)
+        except BaseException as e:
+            if top:
+                self._stop(lp, e)
+            raise
+        finally:
+            del self._iters[depth:]
+            self._words = iteration_words(self._iters)
+            if top:
+                self.progress.leave()
 
-    def _checkpoint(self) -> None:
-        """Let the Receivers of earlier iterations return, then copy the loop-written
-        parameters into the checkpoint buffer and start a new Feeder record."""
+    def _completed(self) -> int:
+        """Iterations of the outermost loop completed: fully enqueued, with no Receiver or
+        index check outstanding."""
+        done = self._enqueued
+        if self._pending and self._pending[0].outer is not None:
+            done = min(done, self._pending[0].outer)
+        return done
+
+    def _retire(self, done: int) -> None:
+        """Iterations ``< done`` are complete: no stop can go back before the newest
+        checkpoint at or before ``done``, so the older one is dropped (its Feeder record
+        released)."""
+        self.progress.done(done)
+        if len(self._ckpts) == 2 and self._ckpts[1].base <= done:
+            old = self._ckpts.pop(0)
+            self._staging.release(old.record)
+            if old.buffer is not None:
+                self._buffers.append(old.buffer)
+
+    def _checkpoint(self, k: int) -> None:
+        """Copy the loop-written parameters (all iterations before ``k`` complete on the
+        device) into a checkpoint; the oldest of three is dropped and its Feeder record
+        released."""
         import pyopencl as cl
-        self._drain()
-        self.queue.finish()                 # every recorded write is complete
-        self._events = []
-        self._record = []
-        self._staging.release_all()
-        if self._ckpt is not None:
+        with deferred_interrupts():
+            self.queue.finish()             # every write and iteration before k is done
+            self._events = []
+            if len(self._ckpts) == 2:
+                old = self._ckpts.pop(0)
+                self._staging.release(old.record)
+                if old.buffer is not None:
+                    self._buffers.append(old.buffer)
+            buf = None
             off, nb = self._written
-            cl.enqueue_copy(self.queue, self._ckpt, self.arena, byte_count=nb,
-                            src_offset=off, dst_offset=0)
+            if nb:
+                buf = self._buffers.pop() if self._buffers else \
+                    cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, nb)
+                cl.enqueue_copy(self.queue, buf, self.arena, byte_count=nb, src_offset=off,
+                                dst_offset=0)
+            self._ckpts.append(Checkpoint(k, buf, []))
+            self._record = self._ckpts[-1].record
 
-    def _recover(self, lp: Loop, base: int, s: int) -> None:
-        """Put back the parameters of the start of iteration ``s`` of the outermost loop
-        ``lp``: restore the checkpoint of iteration ``base``, rerun ``base .. s-1`` from
-        the Feeder record."""
+    def _stop(self, lp: Loop, e: BaseException) -> None:
+        """The outermost loop ``lp`` stops: put back the parameters of the start of the
+        iteration it stops in (that of a callback or index error; for anything else,
+        e.g. an interrupt, the first iteration not completed)."""
+        it = getattr(e, "iteration", None)
+        target = it[0] if it else self._completed()
+        with deferred_interrupts():
+            self._pending.clear()
+            self.queue.finish()
+            if self._written[1] and (target != self._enqueued or self._partial):
+                self._restore(lp, target)
+            self._reset_flag()
+            self.progress.stopped(target)
+
+    def _restore(self, lp: Loop, s: int) -> None:
+        """Restore the latest checkpoint at or before iteration ``s`` of the outermost loop
+        ``lp`` and rerun the iterations from it to ``s - 1`` from the Feeder record."""
         import pyopencl as cl
         q = self.queue
-        self._pending.clear()
-        q.finish()
-        if self._ckpt is not None:
-            off, nb = self._written
-            cl.enqueue_copy(q, self.arena, self._ckpt, byte_count=nb, src_offset=0,
-                            dst_offset=off)
-        record, self._record = self._record or [], None
+        ck = [c for c in self._ckpts if c.base <= s][-1]
+        off, nb = self._written
+        cl.enqueue_copy(q, self.arena, ck.buffer, byte_count=nb, src_offset=0, dst_offset=off)
+        record = [a for c in self._ckpts if c.base >= ck.base for a in c.record]
         self._replay = collections.deque(record)
         for f in _feeds(lp.body):
             f.pending = None
-        self._iters = []
+        saved, self._iters = self._iters, []
         try:
-            self._loop(lp, base, s)
+            self._loop(lp, ck.base, s)
         finally:
             self._replay = None
             q.finish()
-        self._iters = []
+            self._iters = saved
 
     def _write_words(self) -> None:
         """Enqueue the write of the current Philox iteration words into the arena."""
@@ -431,12 +580,44 @@ class Executable:
         cl.enqueue_nd_range_kernel(self.queue, k, (1,), (1,))
         self._dev_words = self._words
 
+    # -- the index-error record ---------------------------------------------------------------
+    def _flag_array(self) -> np.ndarray:
+        return self._flags.pop() if self._flags else np.empty(codegen.FLAG_WORDS, np.int32)
+
+    def _reset_flag(self) -> None:
+        import pyopencl as cl
+        init = np.array(codegen.FLAG_INIT, np.int32)
+        cl.enqueue_copy(self.queue, self.arena, init, dst_offset=self.flag_offset,
+                        is_blocking=True)
+        self._dev_words = (0, 0)            # the record holds the Philox words too
+
+    def _read_flag(self) -> None:
+        """A non-blocking read of the error record, checked in order with the Receivers."""
+        import pyopencl as cl
+        a = self._flag_array()
+        ev = cl.enqueue_copy(self.queue, a, self.arena, src_offset=self.flag_offset,
+                             is_blocking=False)
+        self._pending.append(self._pending_item(ev, None, None, a))
+
+    def _pending_item(self, ev, recv, arrays, flag) -> Pending:
+        it = tuple(self._iters)
+        return Pending(ev, recv, arrays, flag, it, it[-1] if it else -1,
+                       it[0] if it else None)
+
+    def _index_error(self, flag: np.ndarray, it: tuple) -> IndexOutOfRange:
+        node = self.checked[int(flag[0]) - 1]
+        rows = node.srcs[0].shape[0] if node.op is Op.GATHER else node.arg
+        return IndexOutOfRange(op_name(node), node.site, it, rows, int(flag[4]),
+                               int(flag[5]), int(flag[6]))
+
     # -- feeders ------------------------------------------------------------------------------
     def _call_feed(self, f: Feed) -> None:
         if self._replay is not None:
             f.pending = self._replay.popleft()
             return
         it = tuple(self._iters)
+        if it:
+            self.progress.fed(it[0])
         try:
             v = f.spec.fn()
         except Exception as e:
@@ -451,14 +632,20 @@ class Executable:
         a = self._staging.take(f.shape, f.dtype)
         np.copyto(a, v)
         f.pending = a
-        if self._record is not None:
+        if self._record is not None and it:
             self._record.append(a)
-        elif self._staging.in_use > STAGING_UNRECORDED:     # a Feeder outside any loop
-            self.queue.finish()
-            self._staging.release_all()
+        else:                                   # a Feeder outside any loop
+            self._unrecorded.append(a)
+            if len(self._unrecorded) > STAGING_UNRECORDED:
+                self.queue.finish()
+                self._staging.release(self._unrecorded)
+                self._unrecorded = []
 
     def _write_feed(self, f: Feed) -> None:
         import pyopencl as cl
+        if not f.pending.size:
+            f.pending = None
+            return
         # keep the event: dropping a pyopencl NannyEvent blocks until the copy is done
         self._events.append(cl.enqueue_copy(self.queue, self.arena, f.pending,
                                             dst_offset=f.offset, is_blocking=False))
@@ -467,20 +654,25 @@ class Executable:
     # -- receivers ------------------------------------------------------------------------------
     def _receive(self, r: Receive) -> None:
         import pyopencl as cl
-        slot = r.count % RING
-        if len(r.ring) <= slot:
-            r.ring.append([np.empty(shape, dtype) for _, shape, dtype in r.parts])
-        self._throttle()
-        arrays = r.ring[slot]
+        flag = None
+        if self.checked:                    # the error record first: a bad index earlier in
+            flag = self._flag_array()       # the iteration stops it before this Receiver
+            cl.enqueue_copy(self.queue, flag, self.arena, src_offset=self.flag_offset,
+                            is_blocking=False)
+        arrays = r.free.pop() if r.free else [np.empty(shape, dtype)
+                                              for _, shape, dtype in r.parts]
         ev = None
         for (off, _, _), a in zip(r.parts, arrays):
-            ev = cl.enqueue_copy(self.queue, a, self.arena, src_offset=off, is_blocking=False)
-        r.count += 1
-        self._pending.append(Pending(ev, r, arrays, tuple(self._iters)))
+            if a.size:
+                ev = cl.enqueue_copy(self.queue, a, self.arena, src_offset=off,
+                                     is_blocking=False)
+        if ev is None:                      # only empty values: order by a marker
+            ev = cl.enqueue_marker(self.queue)
+        self._pending.append(self._pending_item(ev, r, arrays, flag))
 
     def _throttle(self) -> None:
-        """Keep fewer than RING receiver reads in flight (staging slots)."""
-        while len(self._pending) >= RING - 1:
+        """In a loop without Feeders: keep at most 2 RING reads in flight."""
+        while len(self._pending) >= 2 * RING:
             self._finish_one(wait=True)
 
     def _poll(self) -> None:
@@ -489,21 +681,36 @@ class Executable:
         while self._pending and self._pending[0].event.command_execution_status == done:
             self._finish_one(wait=False)
 
+    def _run_due(self, k: int) -> None:
+        """Hand the host every read of iterations ``<= k`` of the loop being run."""
+        while self._pending and self._pending[0].k <= k:
+            self._finish_one(wait=True)
+
     def _drain(self) -> None:
         while self._pending:
             self._finish_one(wait=True)
 
     def _finish_one(self, wait: bool) -> None:
-        p = self._pending.popleft()
+        """The oldest read: its error record checked, then its Receiver called; removed
+        only once that returned (an interrupt inside leaves its iteration incomplete)."""
+        p = self._pending[0]
         if wait:
             p.event.wait()
-        try:
-            dts = p.recv.spec.dtypes or (None,) * len(p.arrays)
-            p.recv.spec.fn(*[a.copy() if dt is None else a.astype(dtypes.host(dt))
-                             for a, dt in zip(p.arrays, dts)])
-        except Exception as e:
-            raise ReceiverError(p.recv.spec.name, p.iters,
-                                f"callback raised {type(e).__name__}: {e}") from e
+        if p.flag is not None and p.flag[0]:
+            raise self._index_error(p.flag, p.iters)
+        if p.recv is not None:
+            try:
+                dts = p.recv.spec.dtypes or (None,) * len(p.arrays)
+                p.recv.spec.fn(*[a.copy() if dt is None else a.astype(dtypes.host(dt))
+                                 for a, dt in zip(p.arrays, dts)])
+            except Exception as e:
+                raise ReceiverError(p.recv.spec.name, p.iters,
+                                    f"callback raised {type(e).__name__}: {e}") from e
+        self._pending.popleft()
+        if p.recv is not None:
+            p.recv.free.append(p.arrays)
+        if p.flag is not None:
+            self._flags.append(p.flag)
 
 
 def _loops(steps):

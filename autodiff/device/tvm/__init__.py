@@ -106,10 +106,11 @@ def _gpu_schedule(mod, target):
 
 
 def build(graph: Graph, target=None, tune: bool = False, trials: int = 64,
-          steps_per_call: int | None = None):
+          steps_per_call: int | None = None, prefetch: int | None = None):
     """Translate, fuse, schedule and build ``graph`` for ``target`` (no device needed).
 
-    ``steps_per_call``: loop iterations per device call (see :func:`compile`).
+    ``steps_per_call``: loop iterations per device call (see :func:`compile`), at most
+    ``prefetch + 1``.
 
     Returns
     -------
@@ -128,7 +129,7 @@ def build(graph: Graph, target=None, tune: bool = False, trials: int = 64,
     tgt = make_target(target)
     stats: dict = {"target": str(tgt.kind.name)}
     t = time.perf_counter()
-    steps, mod = translate(graph, steps_per_call)
+    steps, mod = translate(graph, steps_per_call, prefetch)
     stats["translate_s"] = time.perf_counter() - t
     stats["steps_per_call"] = max((lp.steps_per_call for lp in loops(steps)), default=1)
     stats["kernels_unfused"] = _count_kernels(mod)
@@ -188,12 +189,14 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
         nested loop, no Feeder after a Receiver): the Feeders of the ``K`` iterations are
         called first, then one call runs them, then their Receivers (:mod:`.batch`). An
         ``int`` in ``[1, 128]`` is used as given (``1``: Feeders and Receivers of
-        different iterations never reorder); None (default) picks 16 for a body of at most
+        different iterations never reorder); at most ``prefetch + 1`` (``execute()``'s
+        order contract); None (default) picks 16 for a body of at most
         about 2e7 FLOPs (a step of well under a millisecond, where the 25-130 us of host
         overhead per call matter) and 1 for larger bodies, lowered so the unrolled
         function stays under 8192 graph IR nodes (its build time grows with ``K``).
     options
-        Other stages' options, ignored.
+        ``prefetch`` (``execute()``'s, see :mod:`autodiff.device.host`); other stages'
+        options are ignored.
 
     Returns
     -------
@@ -207,7 +210,8 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
     RuntimeError
         A GPU target on a machine without that GPU (after ``export`` was written).
     """
-    steps, ex, listing, stats = build(graph, target, tune, trials, steps_per_call)
+    prefetch = options.get("prefetch")
+    steps, ex, listing, stats = build(graph, target, tune, trials, steps_per_call, prefetch)
     tgt = make_target(target)
     if report is not None:
         report.stats["tvm"] = stats
@@ -223,7 +227,8 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
     # codegen + link happen here; a program of host callbacks only has no VM to load
     vm = relax.VirtualMachine(ex, dev, memory_cfg="pooled") if code else None
     stats["load_s"] = time.perf_counter() - t
-    return Executable(steps, vm, dev, [n.id for n in graph.outputs], {"tvm": listing}, ex)
+    return Executable(steps, vm, dev, [n.id for n in graph.outputs], {"tvm": listing}, ex,
+                      prefetch)
 
 
 def _device_for(tgt):

@@ -13,11 +13,12 @@ Relax plans the memory of the whole function and the host overhead is paid once 
 steps. Its per-iteration inputs
 (Feeder values, the Philox loop-index words) come stacked on a new leading axis ``[K, ...]``
 and are sliced per step on the device; its per-iteration outputs (values for Receivers,
-gather checks) go back stacked the same way. The host calls the ``K`` iterations' Feeders
-first (in order), then the function, then the Receivers (in order): each kind of callback
-keeps its order, but the Feeders of later iterations in a batch run before the Receivers of
-earlier ones. The one-step function stays for the remainder of the range and for error
-recovery (:mod:`.runtime`).
+gather checks) go back stacked the same way. The Feeders of the ``K`` iterations have been
+called before the function runs, so ``K <= prefetch + 1`` (``execute()``'s order contract,
+:mod:`autodiff.device.host`); the host calls the Receivers of each iteration after the
+Feeders ``prefetch`` iterations ahead of it, exactly as one call per iteration would. The
+one-step function stays for the remainder of the range and for error recovery
+(:mod:`.runtime`).
 
 The unrolled copies call the same kernels (structurally equal PrimFuncs are shared), so the
 kernel count grows by the slice and stack kernels only, but the Relax function, and the
@@ -83,7 +84,8 @@ def _step_bytes(seg: Segment, nodes_by_id: dict) -> int:
     return out + 8
 
 
-def choose_steps_per_call(loop: Loop, seg: Segment, requested: int | None) -> int:
+def choose_steps_per_call(loop: Loop, seg: Segment, requested: int | None,
+                          prefetch: int | None = None) -> int:
     """Iterations per device call for ``loop`` (whose body is the single segment ``seg``).
 
     Parameters
@@ -98,6 +100,10 @@ def choose_steps_per_call(loop: Loop, seg: Segment, requested: int | None) -> in
         :data:`SMALL_BODY_FLOPS` and 1 otherwise, lowered to keep the unrolled function
         under :data:`UNROLL_NODES` nodes and the stacked per-iteration data of a call
         under :data:`STACK_BYTES`.
+    prefetch : int or None
+        ``execute()``'s ``prefetch``: a call of ``K`` iterations calls their Feeders
+        ``K - 1`` iterations ahead of the first one's Receivers, so ``K <= prefetch + 1``
+        (the automatic ``K`` is lowered to it).
 
     Returns
     -------
@@ -107,19 +113,26 @@ def choose_steps_per_call(loop: Loop, seg: Segment, requested: int | None) -> in
     Raises
     ------
     ValueError
-        ``requested`` is not None and not an integer in ``[1, MAX_STEPS_PER_CALL]``.
+        ``requested`` is not None and not an integer in ``[1, MAX_STEPS_PER_CALL]``, or
+        it exceeds ``prefetch + 1``.
     """
     n = len(loop.node.arg.range)
+    limit = MAX_STEPS_PER_CALL if prefetch is None else prefetch + 1
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or \
                 not 1 <= requested <= MAX_STEPS_PER_CALL:
             raise ValueError(f"tvm device: steps_per_call must be None or an int in "
                              f"[1, {MAX_STEPS_PER_CALL}], got {requested!r}")
+        if requested > limit:
+            raise ValueError(f"tvm device: steps_per_call={requested} calls the Feeders "
+                             f"{requested - 1} iterations ahead of the Receivers; that needs "
+                             f"execute(..., prefetch={requested - 1}) or more, got "
+                             f"prefetch={prefetch}")
         return max(1, min(int(requested), n))
     if body_flops(seg) > SMALL_BODY_FLOPS:
         return 1
     nodes_by_id = {m.id: m for m in seg.nodes + seg.feeders}
-    k = min(DEFAULT_STEPS_PER_CALL, n, UNROLL_NODES // max(len(seg.nodes), 1),
+    k = min(DEFAULT_STEPS_PER_CALL, n, limit, UNROLL_NODES // max(len(seg.nodes), 1),
             STACK_BYTES // _step_bytes(seg, nodes_by_id))
     return k if k > 1 else 1
 

@@ -12,8 +12,9 @@ Values cross functions through the host environment by node id (``("val", id)``)
 (parameters, optimizer state) by ``("var", Variable)``: a segment reads a variable it
 ``LOAD`` s before assigning it, and returns every variable it ``ASSIGN`` s (the last
 assignment wins, as in the IR's value semantics). A segment holding ``RAND`` also takes the
-loop-index words (``("iters",)``); one holding ``GATHER`` also returns ``("check",)``, the
-count of out-of-range indices per ``GATHER`` (``int32[G]``, in program order).
+loop-index words (``("iters",)``); one holding ``GATHER`` or ``SCATTER_ADD`` also returns
+``("check",)``: count, smallest and largest out-of-range index of each, in program order
+(``int32[3 G]``).
 
 A loop whose body is one segment (no nested loop, no Feeder after a Receiver) can run ``K``
 iterations per device call (:mod:`.batch`); :attr:`Loop.steps_per_call` is that ``K``.
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from ...graph.ir import Graph, Node, Op, Variable, captures
 
 HOST = frozenset({Op.FEEDER, Op.RECEIVER, Op.FOR})
+#: ops whose indices are checked on the device (:func:`.te_ops.gather_check`)
+CHECKED = frozenset({Op.GATHER, Op.SCATTER_ADD})
 
 
 @dataclass
@@ -149,6 +152,6 @@ def _wire_segment(seg: Segment, live: set[int]) -> None:
             inputs.setdefault(("iters",), None)
     outputs = [("var", v) for v in assigned.values()]
     outputs += [("val", n.id) for n in seg.nodes if n.id in need]
-    if any(n.op is Op.GATHER for n in seg.nodes):
+    if any(n.op in CHECKED for n in seg.nodes):
         outputs.append(("check",))
     seg.inputs, seg.outputs = list(inputs), outputs

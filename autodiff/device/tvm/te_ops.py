@@ -16,8 +16,9 @@ numpy reference (:data:`autodiff.device.numpy.interpreter.KERNELS`):
   (TIR's ``!=`` lowers to an ordered compare: NaN != NaN gave false);
 * ``SUM``/``RMAX`` keep reduced dims as size 1; ``DOT`` is ``[..., M, K] @ [..., K, N]``;
 * ``GATHER`` clamps indices to ``[0, N)`` so that a kernel never reads outside the table;
-  :func:`gather_check` counts the out-of-range indices, which the host reads after the
-  call to raise ``IndexError`` as the numpy device does;
+  :func:`gather_check` gives the count, smallest and largest of the out-of-range indices
+  of a ``GATHER`` or ``SCATTER_ADD``, which the host reads after the call to raise
+  :class:`~autodiff.errors.IndexOutOfRange` as the numpy device does;
 * ``SCATTER_ADD`` is a reduction over every index position (no atomics, any target).
 
 The matmul block is called ``"dot"``: :mod:`.schedule` finds matmul-like kernels by it.
@@ -56,8 +57,10 @@ def _const(n: Node):
 
 
 def _dt(e) -> str:
-    """The dtype of a TIR expression (``ty`` in TVM 0.27) or tensor."""
-    return str(e.ty) if hasattr(e, "ty") else str(e.dtype)
+    """The dtype of a tensor or a TIR expression (an expression's ``ty`` in TVM 0.27, where
+    ``dtype`` is missing on some)."""
+    d = getattr(e, "dtype", None)
+    return str(d) if d is not None else str(e.ty)
 
 
 def _zero(x):
@@ -68,6 +71,11 @@ def _is_int(x) -> bool:
     return _dt(x) in ("int32", "int64")
 
 
+def _xor(p, q):
+    """``p != q`` for bool expressions (TIR's ``!=`` on bool lowers to a float compare)."""
+    return tirx.Or(tirx.And(p, tirx.Not(q)), tirx.And(tirx.Not(p), q))
+
+
 def _floordiv(a, b):
     """Integer: floor semantics, 0 for b == 0, wrapping for b == -1. Float: numpy's
     ``npy_floor_divide`` (fmod based, as PyTorch's CPU kernel)."""
@@ -76,9 +84,9 @@ def _floordiv(a, b):
         return tirx.Select(b == 0, _zero(a),
                            tirx.Select(b == -1, _zero(a) - a, tirx.floordiv(a, safe)))
     zero, one = tirx.const(0.0, _dt(a)), tirx.const(1.0, _dt(a))
-    m = tirx.fmod(a, b)
+    m = _fmod(a, b)
     d = (a - m) / b
-    d = tirx.Select(tirx.And(m != zero, (b < zero) != (m < zero)), d - one, d)
+    d = tirx.Select(tirx.And(m != zero, _xor(b < zero, m < zero)), d - one, d)
     f = tirx.floor(d)
     f = tirx.Select(d - f > tirx.const(0.5, _dt(a)), f + one, f)
     return tirx.Select(b == zero, a / b, tirx.Select(d == zero, tirx.copysign(zero, a / b), f))
@@ -90,8 +98,8 @@ def _mod(a, b):
         safe = tirx.Select(tirx.Or(b == 0, b == -1), tirx.const(1, _dt(a)), b)
         return tirx.Select(tirx.Or(b == 0, b == -1), _zero(a), tirx.floormod(a, safe))
     zero = tirx.const(0.0, _dt(a))
-    m = tirx.fmod(a, b)
-    adj = tirx.Select(m != zero, tirx.Select((b < zero) != (m < zero), m + b, m),
+    m = _fmod(a, b)
+    adj = tirx.Select(m != zero, tirx.Select(_xor(b < zero, m < zero), m + b, m),
                       tirx.copysign(zero, b))
     return tirx.Select(b == zero, m, adj)
 
@@ -107,23 +115,48 @@ def _shr(a, b):
     return tirx.Select(ok, tirx.shift_right(a, tirx.Select(ok, b, _zero(b))), sign)
 
 
-def _pow(a, b):
-    """Float: ``power``. Integer: 32 unrolled steps of square-and-multiply (wrapping), bound
-    with ``Let`` so that the expression stays linear; negative exponents as PyTorch."""
-    if not _is_int(a):
-        return tirx.power(a, b)
-    r, x = tirx.const(1, _dt(a)), a
+def _ipow_stages(a, b):
+    """Integer ``a ** b`` as 61 elementwise stages of square-and-multiply (wrapping; TIR
+    has no integer power, and an expression tree would repeat the squares); negative
+    exponents as PyTorch: 0 unless the base is 1 or -1."""
+    dt = a.dtype
+    one, bone = tirx.const(1, dt), tirx.const(1, b.dtype)
+    def step(r, x, k):
+        def f(*i):
+            bit = tirx.bitwise_and(tirx.shift_right(b(*i), tirx.const(k, b.dtype)), bone)
+            return tirx.Select(bit != 0, r(*i) * x(*i), r(*i))
+        return f
+
+    def square(x):
+        return lambda *i: x(*i) * x(*i)
+    r = te.compute(a.shape, lambda *i: one, name="ipow_r")
+    x = a
     for k in range(31):
-        rv, xv = tirx.Var(f"r{k}", _dt(a)), tirx.Var(f"x{k}", _dt(a))
-        bit = tirx.bitwise_and(tirx.shift_right(b, tirx.const(k, _dt(b))),
-                               tirx.const(1, _dt(b)))
-        r, x = (tirx.Let(rv, r, tirx.Let(xv, x, tirx.Select(bit != 0, rv * xv, rv))),
-                tirx.Let(xv, x, xv * xv))
-    neg = tirx.Select(a == 1, tirx.const(1, _dt(a)),
-                      tirx.Select(a == -1, tirx.Select(tirx.bitwise_and(b, tirx.const(1, _dt(b)))
-                                                        != 0, tirx.const(-1, _dt(a)),
-                                                        tirx.const(1, _dt(a))), _zero(a)))
-    return tirx.Select(b < 0, neg, r)
+        r = te.compute(a.shape, step(r, x, k), name="ipow_r")
+        if k < 30:
+            x = te.compute(a.shape, square(x), name="ipow_x")
+
+    def out(*i):
+        ai, bi = a(*i), b(*i)
+        odd = tirx.bitwise_and(bi, bone) != 0
+        neg = tirx.Select(ai == one, one, tirx.Select(
+            ai == tirx.const(-1, dt), tirx.Select(odd, tirx.const(-1, dt), one), _zero(ai)))
+        return tirx.Select(bi < 0, neg, r(*i))
+    return te.compute(a.shape, out, name="ipow")
+
+
+def _pow(n: Node):
+    """``POW``: ``power`` on floats, :func:`_ipow_stages` on integers."""
+    def build(a, b):
+        if a.dtype in ("int32", "int64"):
+            return _ipow_stages(a, b)
+        return te.compute(a.shape, lambda *i: tirx.power(a(*i), b(*i)), name="pow")
+    return build
+
+
+def _fmod(a, b):
+    """C's ``fmod`` (exact; libm's ``fmodf``: TIR's ``fmod`` has no LLVM lowering)."""
+    return tirx.call_pure_extern("float32", "fmodf", a, b)
 
 
 def _bool_or(f):
@@ -143,21 +176,52 @@ def _not(x):
     return tirx.Not(x) if _dt(x) == "bool" else tirx.bitwise_not(x)
 
 
+def to_bf16(t):
+    """A float32 tensor rounded to bfloat16 (to nearest even, NaN kept quiet) in integer
+    code: TVM's own float32 -> bfloat16 cast is elided inside fused kernels (a
+    ``float32(bfloat16(x))`` chain gave ``x``)."""
+    u32 = "uint32"
+
+    def f(*i):
+        u = tirx.reinterpret(u32, t(*i))
+        half = tirx.bitwise_and(tirx.shift_right(u, tirx.const(16, u32)), tirx.const(1, u32))
+        r = tirx.bitwise_and(u + tirx.const(0x7FFF, u32) + half, tirx.const(0xFFFF0000, u32))
+        r = tirx.Select(tirx.isnan(t(*i)), tirx.bitwise_or(u, tirx.const(0x00400000, u32)), r)
+        return tirx.reinterpret("float32", r).astype("bfloat16")
+    return te.compute(t.shape, f, name="to_bf16")
+
+
+def _convert(x, dst: str):
+    """``x`` cast to storage dtype ``dst``: to bool is ``!= 0``, to bfloat16 rounds through
+    :func:`to_bf16`."""
+    if dst == "bool":
+        return te.compute(x.shape, lambda *i: x(*i) != _zero(x), name="to_bool")
+    if dst == "bfloat16":
+        return to_bf16(x if x.dtype == "float32" else topi.cast(x, "float32"))
+    return topi.cast(x, dst)
+
+
 def _cast(n: Node):
     dst = storage(n.dtype)
+    return lambda x: _convert(x, dst)
 
-    def build(x):
-        if dst == "bool":
-            return te.compute(x.shape, lambda *i: x(*i) != _zero(x), name="to_bool")
-        return topi.cast(x, dst)
-    return build
+
+def _zeros(n: Node):
+    """The node's shape filled with 0: a sum or matmul over an empty extent (``topi.sum``
+    left such an output uninitialised)."""
+    return te.compute(n.shape, lambda *i: tirx.const(0, n.dtype), name="empty_reduce")
 
 
 def _sum(n: Node):
     axes = [int(a) for a in n.arg]
     if not axes:
         return lambda x: te.compute(x.shape, lambda *i: x(*i), name="copy")
-    return lambda x: topi.sum(x, axis=axes, keepdims=True)
+
+    def build(x):
+        if any(int(x.shape[a]) == 0 for a in axes):
+            return _zeros(n)
+        return topi.sum(x, axis=axes, keepdims=True)
+    return build
 
 
 def nan_max(a, b):
@@ -204,6 +268,8 @@ def _rmax(n: Node):
 
 def _dot(n: Node):
     def build(a, b):
+        if int(a.shape[-1]) == 0:
+            return _zeros(n)
         k = te.reduce_axis((0, a.shape[-1]), "k")
         return te.compute(n.shape, lambda *i: te.sum(
             a[(*i[:-1], k)] * b[(*i[:-2], k, i[-1])], axis=k), name=DOT_BLOCK)
@@ -247,20 +313,43 @@ def _gather(n: Node):
     return build
 
 
+_INT_MAX, _INT_MIN = 2 ** 31 - 1, -(2 ** 31)
+
+
 def gather_check(n: Node):
-    """TE for ``int32[1]``: how many indices of the ``GATHER`` node ``n`` lie outside
-    ``[0, N)`` (``N`` = table rows), from the index tensor alone."""
-    rows = int(n.srcs[0].shape[0])
+    """TE for ``int32[3]``: ``(count, low, high)`` of the indices of the ``GATHER`` or
+    ``SCATTER_ADD`` node ``n`` outside ``[0, N)`` (``N``: table rows, or the scatter's
+    rows), the value a ``GATHER`` ignores (``arg``) excepted; ``low``/``high`` are the
+    smallest and largest of them (int32 max/min when there are none)."""
+    rows = int(n.srcs[0].shape[0]) if n.op is Op.GATHER else int(n.arg)
+    ign = n.arg[1] if n.op is Op.GATHER and n.arg is not None else None
+    i32 = lambda v: tirx.const(v, "int32")      # noqa: E731
+
+    def bad(v):
+        out = tirx.Or(v < 0, v >= rows)
+        return out if ign is None else tirx.And(out, v != ign)
 
     def build(idx):
-        def bad(*i):
-            v = idx[i]
-            return tirx.Select(tirx.Or(v < 0, v >= rows), tirx.const(1, "int32"),
-                               tirx.const(0, "int32"))
         if not idx.shape:
-            return te.compute((1,), lambda _: bad(), name="gather_check")
-        axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
-        return te.compute((1,), lambda _: te.sum(bad(*axes), axis=axes), name="gather_check")
+            v = idx[()]
+            return te.compute((3,), lambda j: tirx.Select(
+                bad(v), tirx.Select(j == 0, i32(1), v),
+                tirx.Select(j == 0, i32(0), tirx.Select(j == 1, i32(_INT_MAX), i32(_INT_MIN)))),
+                name="gather_check")
+        if any(int(d) == 0 for d in idx.shape):
+            return te.compute((3,), lambda j: tirx.Select(
+                j == 0, i32(0), tirx.Select(j == 1, i32(_INT_MAX), i32(_INT_MIN))),
+                name="gather_check")
+
+        def reduction(combine, take, other):
+            axes = [te.reduce_axis((0, d), f"c{a}") for a, d in enumerate(idx.shape)]
+            return te.compute((1,), lambda _: combine(
+                tirx.Select(bad(idx[tuple(axes)]), take(idx[tuple(axes)]), other),
+                axis=axes), name="gather_check")
+        count = reduction(te.sum, lambda v: i32(1), i32(0))
+        low = reduction(te.min, lambda v: v, i32(_INT_MAX))
+        high = reduction(te.max, lambda v: v, i32(_INT_MIN))
+        return topi.concatenate([count, low, high], 0)
     return build
 
 
@@ -297,6 +386,7 @@ def _expm1(x):
     r = tirx.Select(um1 == -_ONE, -_ONE, um1 * x / tirx.log(u))
     return tirx.Select(u == _ONE, x, tirx.Select(tirx.isinf(u), u, r))
 
+
 TE = {
     Op.CONST: _const,
     Op.NEG: lambda n: topi.negative, Op.EXP: lambda n: topi.exp, Op.LOG: lambda n: topi.log,
@@ -315,11 +405,19 @@ TE = {
     Op.EXPM1: _ew(_expm1, "expm1"),
     Op.ADD: _ew(_bool_or(_add), "add"), Op.SUB: _ew(lambda a, b: a - b, "sub"),
     Op.MUL: _ew(_bool_or(_mul), "mul"), Op.DIV: _ew(lambda a, b: a / b, "div"),
-    Op.POW: _ew(_pow, "pow"), Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
+    Op.POW: _pow, Op.MAX: _ew(nan_max, "max"), Op.MIN: _ew(nan_min, "min"),
     Op.CMPLT: _ew(lambda a, b: a < b, "lt"), Op.CMPLE: _ew(lambda a, b: a <= b, "le"),
     Op.CMPGT: _ew(lambda a, b: a > b, "gt"), Op.CMPGE: _ew(lambda a, b: a >= b, "ge"),
     Op.CMPEQ: _ew(lambda a, b: a == b, "eq"), Op.CMPNE: _ew(lambda a, b: tirx.Not(a == b), "ne"),
     Op.WHERE: _ew(lambda m, a, b: tirx.Select(m, a, b), "where"),
+    Op.FLOORDIV: _ew(_floordiv, "floordiv"), Op.MOD: _ew(_mod, "mod"),
+    Op.AND: _ew(lambda a, b: tirx.And(a, b) if _dt(a) == "bool" else tirx.bitwise_and(a, b),
+                "and"),
+    Op.OR: _ew(lambda a, b: tirx.Or(a, b) if _dt(a) == "bool" else tirx.bitwise_or(a, b),
+               "or"),
+    Op.XOR: _ew(lambda a, b: _xor(a, b) if _dt(a) == "bool" else tirx.bitwise_xor(a, b),
+                "xor"),
+    Op.NOT: _ew(_not, "not"), Op.SHL: _ew(_shl, "shl"), Op.SHR: _ew(_shr, "shr"),
     Op.DOT: _dot, Op.SUM: _sum, Op.RMAX: _rmax,
     Op.RESHAPE: lambda n: lambda x: topi.reshape(x, list(n.arg)),
     Op.PERMUTE: lambda n: lambda x: topi.transpose(x, list(n.arg)),
@@ -328,6 +426,10 @@ TE = {
     Op.CONCAT: lambda n: lambda *xs: topi.concatenate(list(xs), int(n.arg)),
     Op.GATHER: _gather, Op.SCATTER_ADD: _scatter_add, Op.RAND: _rand,
 }
+
+
+#: ops on bool operands computed on int32 (see :func:`build_te`)
+_BOOL_AS_INT = COMPARE | {Op.MAX, Op.MIN}
 
 
 def build_te(n: Node):
@@ -340,11 +442,15 @@ def build_te(n: Node):
     out = storage(n.dtype)
 
     def wrapped(*xs):
+        if n.op in _BOOL_AS_INT and any(x.dtype == "bool" for x in xs):
+            # TVM 0.27's LLVM codegen compares bools as floats: compare them as int32
+            r = build(*[topi.cast(x, "int32") if x.dtype == "bool" else x for x in xs])
+            return r if r.dtype == out else topi.cast(r, out)
         if not any(x.dtype in ("float16", "bfloat16") for x in xs):
             return build(*xs)
         r = build(*[topi.cast(x, "float32") if x.dtype in ("float16", "bfloat16") else x
                     for x in xs])
-        return r if r.dtype == out else topi.cast(r, out)
+        return r if r.dtype == out else _convert(r, out)
     return wrapped
 
 

@@ -5,7 +5,7 @@ Each segment becomes ``def segN(inputs...) -> R.Tuple(outputs...)`` built with
 (:data:`.te_ops.TE`), so before fusion the module holds one PrimFunc per node. ``LOAD``
 reads the variable's current value in the function (its parameter, or the value of an
 earlier ``ASSIGN`` in the same function); ``ASSIGN`` only rebinds it. A segment holding
-``GATHER`` also returns its out-of-range index counts (:func:`.te_ops.gather_check`). A
+``GATHER`` or ``SCATTER_ADD`` also returns their out-of-range indices (:func:`.te_ops.gather_check`). A
 loop running ``K`` iterations per call gets a second function, ``K`` unrolled copies of the
 first (:mod:`.batch`).
 """
@@ -15,7 +15,7 @@ from tvm import relax, topi
 
 from ...graph.ir import Graph, Node, Op
 from .batch import choose_steps_per_call, emit_batched
-from .plan import Loop, Segment, batch_segment, loops, plan
+from .plan import CHECKED, Loop, Segment, batch_segment, loops, plan
 from .te_ops import TE, build_te, gather_check, storage
 
 
@@ -67,7 +67,7 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
                     raise NotImplementedError(f"tvm device: no translation for {n.op.name}")
             checks = [bb.emit_te(gather_check(n), vals[n.srcs[1].id],
                                  primfunc_name_hint="gather_check")
-                      for n in seg.nodes if n.op is Op.GATHER]
+                      for n in seg.nodes if n.op in CHECKED]
             if len(checks) > 1:
                 checks = [bb.emit_te(lambda *c: topi.concatenate(list(c), 0), *checks,
                                      primfunc_name_hint="gather_checks")]
@@ -77,7 +77,8 @@ def _emit_segment(bb: relax.BlockBuilder, seg: Segment, nodes: dict[int, Node]) 
         bb.emit_func_output(result)
 
 
-def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax.BlockBuilder]:
+def translate(graph: Graph, steps_per_call: int | None = 1,
+              prefetch: int | None = None) -> tuple[list, relax.BlockBuilder]:
     """The plan of ``graph`` and the Relax module of its segments.
 
     Parameters
@@ -87,6 +88,8 @@ def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax
     steps_per_call : int or None
         Loop iterations per device call where a loop allows it (:func:`.plan.batch_segment`);
         None picks per loop (:func:`.batch.choose_steps_per_call`).
+    prefetch : int or None
+        ``execute()``'s ``prefetch`` (caps ``K`` at ``prefetch + 1``).
 
     Returns
     -------
@@ -112,7 +115,7 @@ def translate(graph: Graph, steps_per_call: int | None = 1) -> tuple[list, relax
     for loop in loops(steps):
         seg = batch_segment(loop)
         if seg is not None:
-            loop.steps_per_call = choose_steps_per_call(loop, seg, steps_per_call)
+            loop.steps_per_call = choose_steps_per_call(loop, seg, steps_per_call, prefetch)
             if loop.steps_per_call > 1:
                 emit_batched(bb, seg, loop.steps_per_call,
                              lambda key, lead=(): _param(key, nodes, lead))
