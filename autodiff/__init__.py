@@ -60,6 +60,10 @@ METHOD_FUNCTIONS = (
     # indexing
     "index_select", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce",
     "index_add", "masked_fill",
+    # dtypes: integer division, bitwise and logical ops
+    "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or", "logical_xor",
+    "logical_not",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
 )

@@ -80,6 +80,7 @@ OPTIONS: dict[str, frozenset] = {
     "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
                          "vector", "tile"}),
     "tvm": frozenset({"target", "tune", "export", "trials", "steps_per_call"}),
+    "cuda": frozenset({"cuda_device", "fuse"}),
 }
 
 

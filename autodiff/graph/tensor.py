@@ -269,14 +269,19 @@ class Tensor(*MIXINS):
     def copy_(self, src) -> "Tensor":
         return self._set(ops.expand(_node_of(src), self.shape))
 
+    @staticmethod
+    def _scaled(other, alpha):
+        """``other * alpha`` (``alpha`` of ``add_``/``sub_``), no node when ``alpha`` is 1."""
+        if alpha == 1:
+            return other
+        return (_wrap(ops.scale(other.node, alpha)) if isinstance(other, Tensor)
+                and other.is_floating_point() else _bin(Op.MUL, other, alpha))
+
     def add_(self, other, alpha: float = 1.0) -> "Tensor":
-        if alpha != 1:
-            other = (_wrap(ops.scale(other.node, alpha)) if isinstance(other, Tensor)
-                     and other.is_floating_point() else _bin(Op.MUL, other, alpha))
-        return self._set_promoted(self + other)
+        return self._set_promoted(self + self._scaled(other, alpha))
 
     def sub_(self, other, alpha: float = 1.0) -> "Tensor":
-        return self.add_(other, -alpha)
+        return self._set_promoted(self - self._scaled(other, alpha))
 
     def mul_(self, other) -> "Tensor":
         return self._set_promoted(self * other)

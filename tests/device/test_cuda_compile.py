@@ -52,7 +52,8 @@ def _unit(graphs: list, tag: str) -> tuple[str, list]:
     ``{tag}{i}_``), and the rendered programs."""
     rendered = [program.render(g, ARCH["sm_90"], prefix=f"{tag}{i}_")
                 for i, g in enumerate(graphs)]
-    head, tail = prelude.source(), prelude.TAIL
+    tail = prelude.TAIL
+    head = program.program([])[:-len(tail)]
     body = [r.source[len(head):-len(tail)] for r in rendered]
     return head + "\n".join(body) + tail, rendered
 

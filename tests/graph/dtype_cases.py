@@ -127,6 +127,7 @@ BINARY = {
     "ge": lambda x, y: x >= y, "eq": lambda x, y: x == y, "ne": lambda x, y: x != y,
     "and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y,
     "lshift": lambda x, y: x << y, "rshift": lambda x, y: x >> y,
+    "fmod": lambda x, y: x.fmod(y),
 }
 UNARY = {
     "neg": lambda x: -x, "abs": lambda x: x.abs(), "sign": lambda x: x.sign(),
@@ -136,6 +137,7 @@ UNARY = {
     "reciprocal": lambda x: x.reciprocal(), "square": lambda x: x.square(),
     "invert": lambda x: ~x, "float": lambda x: x.float(), "long": lambda x: x.long(),
     "bool": lambda x: x.bool(), "half": lambda x: x.half(), "bf16": lambda x: x.bfloat16(),
+    "floor": lambda x: x.floor(), "round": lambda x: x.round(), "trunc": lambda x: x.trunc(),
 }
 #: dtype pairs that take every promotion path once (same dtype, bool/int, int/int,
 #: int/float, half/float, half/bfloat16)
@@ -160,7 +162,7 @@ def binary_cases(pairs, ops=BINARY, shape=(2, 5), seed=0):
     cases = []
     for (da, db), (name, fn) in itertools.product(pairs, ops.items()):
         x = sample(da, shape, rng)
-        y = sample(db, shape[-1:], rng, nonzero=name in ("floordiv", "mod", "truediv"),
+        y = sample(db, shape[-1:], rng, nonzero=name in ("floordiv", "mod", "fmod", "truediv"),
                    positive=name in ("pow", "lshift", "rshift"))
         if name in ("lshift", "rshift") and y.dtype.kind in "iu":
             y = (y % 8).astype(y.dtype)

@@ -11,6 +11,8 @@ construct C++ cannot define into its C++ form:
 
 * ``(float16)(a, b, ...)``, an OpenCL vector literal, is in C++ a cast of a comma
   expression; ``float16(a, b, ...)`` is the constructor call meant.
+* ``(__global uchar*)buf``: an address-space qualifier inside a cast (the narrow-dtype
+  accesses); CUDA pointers have none.
 * ``x/(0.0f)``: IEEE division by a signed zero (``inf``, ``nan``) is meant, but NVRTC warns
   about a division by the constant zero; the zero is spelled as its bit pattern.
 """
@@ -61,6 +63,7 @@ TARGET = {"vector": 1, "tile": (8, 16, 1), "reductions": "tree"}
 #: OpenCL spellings in template output -> their C++ form: (pattern, replacement)
 REWRITES = [
     (re.compile(r"\(((?:float|int|uint)(?:2|4|8|16))\)\("), r"\1("),
+    (re.compile(r"\b__global\s+"), ""),
     (re.compile(r"/\(0\.0f\)"), "/(__int_as_float(0))"),
     (re.compile(r"/\(-0\.0f\)"), "/(__uint_as_float(0x80000000u))"),
 ]

@@ -23,6 +23,9 @@ class CUDABuildError(RuntimeError):
         self.path, self.log = path, log
         super().__init__(f"CUDA program build failed (NVRTC); generated source: {path}\n{log}")
 
+    def __reduce__(self):               # picklable: raised in compile worker processes
+        return type(self), (self.path, self.log)
+
 
 class CUDAError(RuntimeError):
     """A CUDA driver call failed while compiling or running.

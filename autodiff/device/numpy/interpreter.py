@@ -59,7 +59,7 @@ class Interpreter:
         if step is not None:
             return step
         if n.op in (Op.GATHER, Op.SCATTER_ADD):
-            return ("index", n, kernel(n), tuple(s.id for s in n.srcs))
+            return ("checked", n, kernel(n), tuple(s.id for s in n.srcs))
         if n.op in KERNELS:
             return ("op", n, kernel(n), tuple(s.id for s in n.srcs), dtypes.storage(n.dtype))
         return (n.op.name.lower(), n)
@@ -92,7 +92,7 @@ class Interpreter:
                 vals[n.id] = philox_uniform(*n.arg, self.iters, n.shape)
             elif kind == "receiver":
                 self._receive(n, [vals[s.id] for s in n.srcs])
-            elif kind == "index":
+            elif kind == "checked":
                 args = [vals[i] for i in step[3]]
                 rows = args[0].shape[0] if n.op is Op.GATHER else n.arg
                 check_indices(args[1], rows, n, tuple(self.iters))

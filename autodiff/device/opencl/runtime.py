@@ -193,7 +193,7 @@ class Staging:
                                       0, (count,) + tuple(shape), dtype)
         ev.wait()
         self._keep.append(buf)
-        return list(a)
+        return [a[i, ...] for i in range(count)]     # views, 0-d ones included
 
 
 # -- steps --------------------------------------------------------------------------------

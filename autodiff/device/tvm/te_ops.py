@@ -209,7 +209,8 @@ def _cast(n: Node):
 def _zeros(n: Node):
     """The node's shape filled with 0: a sum or matmul over an empty extent (``topi.sum``
     left such an output uninitialised)."""
-    return te.compute(n.shape, lambda *i: tirx.const(0, n.dtype), name="empty_reduce")
+    return te.compute(n.shape, lambda *i: tirx.const(0, storage(n.dtype)),
+                      name="empty_reduce")
 
 
 def _sum(n: Node):

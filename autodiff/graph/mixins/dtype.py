@@ -38,8 +38,14 @@ def promoted(*xs, dtype=None) -> tuple[str, list[Node]]:
         if not isinstance(x, T) and not dtypes.is_scalar(x):
             raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
     dt = dtypes.name(dtype) if dtype is not None else dtypes.result_type(*xs).name
+    # a scalar becomes a constant of the tensors' broadcast shape: no reshape/expand nodes
+    try:
+        shape = tuple(np.broadcast_shapes(*[tuple(x.shape) for x in xs if isinstance(x, T)]))
+    except ValueError:                  # the op itself reports the shapes that do not fit
+        shape = ()
     return dt, [ops.cast(x.node, dt) if isinstance(x, T) else
-                ops.const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x, (), dt)
+                ops.const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x, shape,
+                          dt)
                 for x in xs]
 
 
@@ -162,6 +168,42 @@ class DTypeMixin:
     def remainder(self, o):
         """``x % o``: the remainder with the sign of ``o`` (Python, ``torch.remainder``)."""
         return self % o
+
+    def fmod(self, o):
+        """C's ``fmod``, the remainder with the sign of ``x``, exactly: on floats
+        ``sign(x) * (|x| % |o|)`` (the remainder of positive values has no rounding), on
+        integers ``x % o`` minus ``o`` where the signs differ. Gradients: 1 for ``x``,
+        ``-trunc(x / o)`` for ``o``."""
+        dt = dtypes.result_type(self, o)
+        x, o = self.to(dt), o.to(dt) if isinstance(o, DTypeMixin) else o
+        if dt.is_floating_point:
+            r = x.abs() % (o.abs() if isinstance(o, DTypeMixin) else abs(o))
+            return type(self)._wrap(ops.where((x < 0).node, (-r).node, r.node))
+        r = x % o
+        fix = (r != 0) & ((x < 0) ^ (o < 0))
+        return type(self)._wrap(ops.where(fix.node, (r - o).node, r.node))
+
+    def _rounded(self, name: str, rounding):
+        """Rounding an integer tensor changes nothing (PyTorch keeps its dtype); bool and
+        ``frac`` of integers are rejected, as in PyTorch."""
+        if self.dtype in ("float16", "bfloat16"):    # exact in float32, then back
+            return getattr(self.float(), name)().to(self.dtype)
+        if self.is_floating_point():
+            return rounding()
+        if self.dtype == "bool" or name == "frac":
+            raise ops.DTypeError(f"{name}: not supported on {self.dtype.name} tensors "
+                                 f"(traced at {ops.user_site()})")
+        return self
+
+    def floor(self): return self._rounded("floor", super().floor)
+    def ceil(self): return self._rounded("ceil", super().ceil)
+    def trunc(self): return self._rounded("trunc", super().trunc)
+    def frac(self): return self._rounded("frac", super().frac)
+
+    def round(self, decimals: int = 0):
+        return self._rounded("round", lambda: super(DTypeMixin, self).round(decimals))
+
+    fix = trunc
 
     def bitwise_and(self, o): return self & o
     def bitwise_or(self, o): return self | o
