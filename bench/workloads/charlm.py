@@ -166,6 +166,7 @@ def run(device: str, steps: int | None) -> Outcome:
     training = [False]
     opened = [0]                      # loops traced inside the body being traced
     t0 = [0.0]
+    from autodiff.graph.control import wants_index
     orig_for, orig_exec, orig_train = autodiff.ir_for, autodiff.execute, mod.train
     orig_recv = autodiff.Receiver
 
@@ -185,10 +186,10 @@ def run(device: str, steps: int | None) -> Outcome:
         if not training[0]:
             return orig_for(rng, body)
 
-        def timed_body():
+        def timed_body(*index):        # the loop index, when the example's body takes it
             outer, opened[0] = opened[0], 0
             del made[:]
-            body()
+            body(*index)
             if opened[0] == 0:        # innermost loop: its loss Receiver stamps each
                 if not made:          # iteration when its callback has run
                     raise RuntimeError("examples/transformer.py: the training loop has "
@@ -196,7 +197,7 @@ def run(device: str, steps: int | None) -> Outcome:
                 named = [m for m in made if m["name"] == "loss"]
                 (named or made)[0]["stamp"] = True
             opened[0] = outer + 1
-        return orig_for(rng, timed_body)
+        return orig_for(rng, timed_body if wants_index(body) else lambda: timed_body())
 
     def execute(*a, **k):
         report = orig_exec(*a, **k)
