@@ -45,6 +45,17 @@ def step_figures(stamps, loop_s, steps: int) -> dict:
             "warmup": warm, "window": k}
 
 
+def cpu_per_step(cpu, cpu_loop_s, steps: int) -> float | None:
+    """Mean process CPU time per step in ms (all threads), warm-up dropped as in
+    :func:`step_figures`: on a shared machine it moves far less with the load than wall
+    time does. ``cpu``: CPU seconds at each step's stamp; ``cpu_loop_s``: of a whole loop."""
+    if cpu:
+        n = len(cpu) - 1
+        warm = max(1, n // 10) if n > 1 else 0
+        return 1e3 * (cpu[-1] - cpu[warm]) / (n - warm) if n - warm > 0 else None
+    return 1e3 * cpu_loop_s / steps if cpu_loop_s is not None and steps else None
+
+
 def _flatten(d, prefix=""):
     for k, v in d.items():
         key = f"{prefix}{k}"
@@ -115,6 +126,7 @@ COLUMNS = [
     ("first step (s)", "first_step_s", _s, "low"),
     ("step ms median", "step_ms", _ms, "low"),
     ("p10-p90 ms", None, None, None),
+    ("CPU ms/step", "cpu_ms", _ms, "low"),
     ("total (s)", "total_s", _s, "low"),
     ("peak RSS (MB)", "rss_mb", lambda v: "-" if v is None else f"{v:.0f}", "low"),
     ("GFLOP/s", "gflops", lambda v: "-" if v is None else f"{v:.2f}", "high"),
@@ -166,7 +178,7 @@ def _best_peers(rows: list[dict]) -> dict:
 
 
 #: Columns left out of a table when no row of it has a value (device-only figures).
-OPTIONAL = {"gflops", "peak_pct", "kernels_per_iter", "launches_per_iter", "arena_bytes",
+OPTIONAL = {"cpu_ms", "gflops", "peak_pct", "kernels_per_iter", "launches_per_iter", "arena_bytes",
             "lower_bound_bytes", "saved_pct", "max_rel_diff", "check_rel_diff", "val_loss"}
 
 
@@ -341,7 +353,9 @@ METHOD = """- Every (workload, system) pair runs in its own subprocess (clean pe
   (`bench/workloads/charlm*.py`); *val loss* is the example's validation loss after
   training, computed by each system on the same validation windows.
 - The machine's cores are shared with other jobs: absolute times move with the load
-  average; compare ratios within one run.
+  average; compare ratios within one run. *CPU ms/step* (process CPU time of all threads
+  per step after warm-up, at the same stamps) moves far less with the load: on a loaded
+  machine it is the better measure of the work a system does per step.
 - *GFLOP/s*: matmul FLOPs counted by hand (2mkn forward, 2mkn per operand gradient needed)
   over the median step time; *% of SGEMM peak* compares it with the SGEMM ceiling measured
   at the start of the run on the same number of pinned threads (`bench/peak.py`). *kern/it*, *launch/it*, *arena*, *lower bd*, *saved*: from

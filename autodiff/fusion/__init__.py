@@ -25,9 +25,10 @@ lower-pattern ops around it:
   (recomputed per reduced element) or into an epilogue; never into dot-product operands;
 * a group never holds two reductions or dot products (no duplicated reduction; the batch-sum
   merge above is one contraction, not two), never spans
-  a ``For`` boundary, and is placed at its last member's position only when no statement in
-  between reads a member's result or writes what a member touches (so no cycle can form and
-  variables updated in place keep their read-before-write order);
+  a ``For`` boundary, and is placed at one member's position (the last one's if possible)
+  only when no statement between it and another member reads that member's result or
+  writes what it touches (so no cycle can form and variables updated in place keep their
+  read-before-write order);
 * a kernel never reads a buffer it stores except at the index the same work item stores;
 * groups are bounded (``group.MAX_MEMBERS`` members, ``group.MAX_VALUE_NODES`` expression
   nodes), so fusion is O(program size) with a per-group constant.

@@ -1,10 +1,11 @@
 """Machinery shared by the fusions: where a group may go, and how it becomes one kernel.
 
 * :class:`Schedule`: a statement list with, per buffer, its readers and writers by rank. A
-  group is placed at the rank of its last member; :meth:`Schedule.legal` checks that moving
-  every member there changes no value (no outside reader of a member's result and no
-  outside writer of a buffer a member touches lies in between), which also rules out
-  cycles. Checks look only at the buffers the members touch (no whole-program scans).
+  group is placed at the rank of one of its members, the last one if possible;
+  :meth:`Schedule.placement` checks that moving every member there changes no value (no
+  outside reader of a member's result and no outside writer of a buffer a member touches
+  lies in between), which also rules out cycles. Checks look only at the buffers the
+  members touch (no whole-program scans).
 * :func:`invert`: solve a mixed-radix access expression for its index variables.
 * :func:`build`: the single-kernel form of a group: every member is re-indexed into the
   kernel's iteration space (a bijection found from the access expressions linking it to an
@@ -415,33 +416,54 @@ class Schedule:
             k += 1
         return False
 
-    def legal(self, group: list) -> bool:
-        """Whether all of ``group`` may run at the rank of its last member."""
+    def placement(self, group: list) -> int | None:
+        """The rank at which all of ``group`` may run as one kernel, or None.
+
+        The rank of the last member is tried first (every member moves down to it), then
+        the ranks of the other members from the latest: members after the chosen rank move
+        up to it. A member may move across the statements in between when none of them
+        reads or writes what it writes, nor writes what it reads. (The memory-greedy
+        schedule puts an update that needs no gradient, such as AdamW's weight decay of a
+        bias, right after the forward pass's last read of the bias, between a matmul and
+        its epilogue: the epilogue then joins at the matmul's rank.)
+        """
         ids = {id(s) for s in group}
-        last = max(self.rank[i] for i in ids)
-        for s in group:
-            r = self.rank[id(s)]
-            if r == last:
-                continue
-            reads, writes = self.touched(s)
-            for b in writes:
-                if self._between(self.readers.get(id(b), []), r, last, ids) or \
-                        self._between(self.writers.get(id(b), []), r, last, ids):
-                    return False
-            for b in reads:
-                if self._between(self.writers.get(id(b), []), r, last, ids):
-                    return False
+        ranks = sorted({self.rank[i] for i in ids}, reverse=True)
+        for p in ranks:
+            if all(self._movable(s, p, ids) for s in group):
+                return p
+        return None
+
+    def _movable(self, s, p: int, ids: set) -> bool:
+        r = self.rank[id(s)]
+        if r == p:
+            return True
+        lo, hi = min(r, p), max(r, p)
+        reads, writes = self.touched(s)
+        for b in writes:
+            if self._between(self.readers.get(id(b), []), lo, hi, ids) or \
+                    self._between(self.writers.get(id(b), []), lo, hi, ids):
+                return False
+        for b in reads:
+            if self._between(self.writers.get(id(b), []), lo, hi, ids):
+                return False
         return True
 
+    def legal(self, group: list) -> bool:
+        """Whether all of ``group`` may run as one kernel (:meth:`placement`)."""
+        return self.placement(group) is not None
+
     def commit(self, group: list, fused) -> None:
-        """Replace ``group`` by ``fused`` at the rank of its last member."""
-        last = max(self.rank[id(s)] for s in group)
+        """Replace ``group`` by ``fused`` at its :meth:`placement`."""
+        at = self.placement(group)
+        if at is None:
+            raise ValueError("fusion: committing a group that cannot be placed")
         for s in group:
             self._unindex(s)
             del self.stmt[self.rank[id(s)]]
             del self.rank[id(s)]
-        self.rank[id(fused)] = last
-        self.stmt[last] = fused
+        self.rank[id(fused)] = at
+        self.stmt[at] = fused
         self._keep.append(fused)
         self._index(fused)
         self.taken.add(id(fused))

@@ -5,16 +5,20 @@ and, with identical math, data and initial weights, on PyTorch and JAX.
   (with ``--no-progress --plot '' --sample-len 0``: no progress bar, no plot, no greedy
   sample; nothing about the model or its training changes). Timing hooks are put around it
   without touching its code: while its ``train()`` runs, ``autodiff.ir_for`` and
-  ``autodiff.Receiver`` are wrapped so that the last Receiver of the innermost loop's body
-  (the loss) also timestamps each iteration, and ``autodiff.execute`` is wrapped to keep
+  ``autodiff.Receiver`` are wrapped so that the loss Receiver of the innermost loop's body
+  also timestamps each iteration, and ``autodiff.execute`` is wrapped to keep
   the Report. Times count from the start of ``train()`` (tracing, compiling, running), as
   the peers' count from building their model; the validation after training counts in
   the total, as it does for the peers.
 * PyTorch (:mod:`.charlm_torch`) and JAX (:mod:`.charlm_jax`): the same model (token +
   position embeddings, pre-norm encoder layers with a causal mask and exact GELU, final
-  LayerNorm, Linear head, mean cross-entropy), AdamW (lr 3e-3, weight decay 0.01, betas
-  0.9/0.999, eps 1e-8) on the same training windows, starting from the example model's own
-  initial weights (:func:`setup`), and the example's validation loss on the same windows.
+  LayerNorm, Linear head, mean cross-entropy) and training step as the example's defaults
+  (read from its argument parser, :func:`config`): AdamW (weight decay 0.01, betas
+  0.9/0.999, eps 1e-8) with the learning rate warmed up linearly from 1% and decayed
+  along a cosine, the gradient norm clipped, the validation loss computed inside the
+  training loop every ``eval_every`` steps; the same training windows, starting from the
+  example model's own initial weights (:func:`setup`), and the example's validation loss
+  after training on the same windows.
 
 Every system reports its final parameters (under the example model's ``state_dict`` names)
 and the validation loss after training (``val loss``).
@@ -38,8 +42,7 @@ KEY, NAME = "W5", "charlm"
 TITLE = ("examples/transformer.py, default configuration: pre-LN 2x(d128,h4,ff512), "
          "[16,64] characters, causal, cross-entropy, AdamW")
 QUICK_STEPS = 60
-STEPS, LAYERS, D, HEADS, SEQ, BATCH, SEED, LR, WD = 300, 2, 128, 4, 64, 16, 0, 3e-3, 0.01
-EVAL_BATCHES = 16
+WD = 0.01                              # the example's AdamW weight decay
 
 
 def unavailable() -> str | None:
@@ -59,6 +62,31 @@ def example():
     return mod
 
 
+@functools.lru_cache(maxsize=1)
+def config():
+    """The example's default arguments (``argparse.Namespace``): model size, steps, lr,
+    schedule, warmup, clipping, validation cadence."""
+    return example().parse_args([])
+
+
+def lr_at(step: int, steps: int, cfg=None) -> float:
+    """The learning rate of optimizer step ``step`` (0-based) of a ``steps``-step run:
+    what the example's schedule (``torch.optim.lr_scheduler`` semantics, closed form)
+    gives: ``"cosine"`` rises linearly from 1% over ``warmup`` steps, then follows a cosine
+    down to ``min_lr_ratio`` of the rate at ``steps``; ``"constant"`` keeps it."""
+    import math
+    cfg = cfg or config()
+    lr = cfg.lr
+    if cfg.schedule == "constant":
+        return lr
+    warm = cfg.warmup if cfg.warmup is not None else max(1, steps // 10)
+    warm = max(1, min(warm, steps - 1))
+    if step < warm:
+        return lr * (0.01 + 0.99 * step / warm)
+    low = lr * cfg.min_lr_ratio
+    return low + (lr - low) * (1 + math.cos(math.pi * (step - warm) / (steps - warm))) / 2
+
+
 @dataclass
 class Setup:
     """What the peers need to repeat the example exactly.
@@ -75,26 +103,31 @@ class Setup:
     val: np.ndarray
     vocab: int
 
+    @property
+    def cfg(self):
+        return config()
+
 
 def setup(steps: int) -> Setup:
     """Initial weights and data exactly as ``examples/transformer.py`` makes them at its
     defaults (seed 0): the model built after ``autodiff.manual_seed(0)``, the training
     windows of its WindowSampler, the validation windows of its ``evaluate``."""
     import autodiff as ad
-    mod = example()
-    ad.manual_seed(SEED)
+    mod, c = example(), config()
+    ad.manual_seed(c.seed)
     text = mod.load_text()
     vocab = mod.Vocab(text)
     ids = vocab.encode(text)
     split = int(0.9 * len(ids))
     train_ids, val_ids = ids[:split], ids[split:]
-    model = mod.CharTransformer(len(vocab), D, HEADS, LAYERS, SEQ, 0.0)
+    model = mod.CharTransformer(len(vocab), c.d_model, c.heads, c.layers, c.seq, c.dropout)
     params = {k: np.asarray(v, np.float32) for k, v in model.state_dict().items()}
-    sampler = mod.WindowSampler(train_ids, BATCH, SEQ, SEED)
+    sampler = mod.WindowSampler(train_ids, c.batch, c.seq, c.seed)
     train = np.stack([sampler._window(k) for k in range(steps)]).astype(np.int32)
-    starts = np.arange(0, len(val_ids) - SEQ - 1, SEQ)[:BATCH * EVAL_BATCHES]
-    n = len(starts) // BATCH
-    val = val_ids[starts[:n * BATCH, None] + np.arange(SEQ + 1)].reshape(n, BATCH, SEQ + 1)
+    starts = np.arange(0, len(val_ids) - c.seq - 1, c.seq)[:c.batch * c.eval_batches]
+    n = len(starts) // c.batch
+    val = val_ids[starts[:n * c.batch, None] + np.arange(c.seq + 1)].reshape(
+        n, c.batch, c.seq + 1)
     return Setup(params, train, val.astype(np.int32), len(vocab))
 
 
@@ -102,14 +135,16 @@ def flops(vocab: int = 103) -> int:
     """Matmul FLOPs of one training step: per layer the three input projections, the two
     attention products per head (the causal mask hides half the scores but they are
     computed), the output projection and the two feed-forward layers, then the head; the
-    embeddings are parameters, so every layer's input gradient is needed."""
-    tokens, dh, total = BATCH * SEQ, D // HEADS, 0
-    for _ in range(LAYERS):
-        total += 4 * matmul_flops(tokens, D, D)
-        total += matmul_flops(SEQ, dh, SEQ, batch=BATCH * HEADS)
-        total += matmul_flops(SEQ, SEQ, dh, batch=BATCH * HEADS)
-        total += matmul_flops(tokens, D, 4 * D) + matmul_flops(tokens, 4 * D, D)
-    return total + matmul_flops(tokens, D, vocab)
+    embeddings are parameters, so every layer's input gradient is needed (the validation
+    inside the loop, every ``eval_every`` steps, is not counted)."""
+    c = config()
+    tokens, d, dh, total = c.batch * c.seq, c.d_model, c.d_model // c.heads, 0
+    for _ in range(c.layers):
+        total += 4 * matmul_flops(tokens, d, d)
+        total += matmul_flops(c.seq, dh, c.seq, batch=c.batch * c.heads)
+        total += matmul_flops(c.seq, c.seq, dh, batch=c.batch * c.heads)
+        total += matmul_flops(tokens, d, 4 * d) + matmul_flops(tokens, 4 * d, d)
+    return total + matmul_flops(tokens, d, vocab)
 
 
 def run(device: str, steps: int | None) -> Outcome:
@@ -124,22 +159,25 @@ def run(device: str, steps: int | None) -> Outcome:
 
     mod = example()
     stamps: list[float] = []
+    cpu: list[float] = []
     reports: list = []
     models: list = []
     made: list = []                   # Receivers created by the body being traced
     training = [False]
     opened = [0]                      # loops traced inside the body being traced
     t0 = [0.0]
+    from autodiff.graph.control import wants_index
     orig_for, orig_exec, orig_train = autodiff.ir_for, autodiff.execute, mod.train
     orig_recv = autodiff.Receiver
 
     def receiver(fn, tensors, name=None):
-        mark = {"stamp": False}
+        mark = {"stamp": False, "name": name}
 
         def timed(*arrays):
             out = fn(*arrays)
             if mark["stamp"]:
                 stamps.append(time.perf_counter() - t0[0])
+                cpu.append(time.process_time())
             return out
         made.append(mark)
         return orig_recv(timed, tensors, name)
@@ -148,17 +186,18 @@ def run(device: str, steps: int | None) -> Outcome:
         if not training[0]:
             return orig_for(rng, body)
 
-        def timed_body():
+        def timed_body(*index):        # the loop index, when the example's body takes it
             outer, opened[0] = opened[0], 0
             del made[:]
-            body()
-            if opened[0] == 0:        # innermost loop: its last Receiver stamps each
+            body(*index)
+            if opened[0] == 0:        # innermost loop: its loss Receiver stamps each
                 if not made:          # iteration when its callback has run
                     raise RuntimeError("examples/transformer.py: the training loop has "
                                        "no Receiver to time it by")
-                made[-1]["stamp"] = True
+                named = [m for m in made if m["name"] == "loss"]
+                (named or made)[0]["stamp"] = True
             opened[0] = outer + 1
-        return orig_for(rng, timed_body)
+        return orig_for(rng, timed_body if wants_index(body) else lambda: timed_body())
 
     def execute(*a, **k):
         report = orig_exec(*a, **k)
@@ -197,13 +236,13 @@ def run(device: str, steps: int | None) -> Outcome:
         stats.update(times=dict(r.times), nodes=dict(r.nodes), device_stats=jsonable(r.stats))
     params = {k: np.asarray(v, np.float32) for k, v in models[-1].state_dict().items()} \
         if models else {}
-    return Outcome(stamps[0], total, stamps, None, params, stats)
+    return Outcome(stamps[0], total, stamps, None, params, stats, cpu=cpu)
 
 
 def run_peer(framework: str, mode: str, steps: int | None) -> Outcome:
     """The PyTorch (``mode`` eager/compile) or JAX (jit/fori) version for ``steps`` steps
-    (the example's 300 when None)."""
-    steps = steps or STEPS
+    (the example's default when None)."""
+    steps = steps or config().steps
     s = setup(steps)
     if framework == "torch":
         from .charlm_torch import run as peer

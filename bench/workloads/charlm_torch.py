@@ -1,6 +1,8 @@
 """W5 on PyTorch: ``examples/transformer.py``'s model written with ``torch.nn`` under the same
-parameter names, loaded with the example's initial weights, trained by
-``torch.optim.AdamW`` on the same windows (eager, or the loss under ``torch.compile``)."""
+parameter names, loaded with the example's initial weights, trained as the example trains
+(``torch.optim.AdamW``, its warmup + cosine schedule from ``torch.optim.lr_scheduler``,
+``clip_grad_norm_``, the validation loss every ``eval_every`` steps) on the same windows,
+eager or with the loss under ``torch.compile``."""
 from __future__ import annotations
 
 import os
@@ -12,23 +14,23 @@ from . import charlm
 from .spec import Outcome
 
 
-def model(vocab: int):
+def model(vocab: int, c=None):
     """The example's ``CharTransformer`` in ``torch.nn`` (same ``state_dict`` keys)."""
     import torch
     from torch import nn
+    c = c or charlm.config()
 
     class CharTransformer(nn.Module):
         def __init__(self):
             super().__init__()
-            self.tok_emb = nn.Embedding(vocab, charlm.D)
-            self.pos_emb = nn.Embedding(charlm.SEQ, charlm.D)
-            layer = nn.TransformerEncoderLayer(charlm.D, charlm.HEADS, 4 * charlm.D, 0.0,
+            self.tok_emb = nn.Embedding(vocab, c.d_model)
+            self.pos_emb = nn.Embedding(c.seq, c.d_model)
+            layer = nn.TransformerEncoderLayer(c.d_model, c.heads, 4 * c.d_model, c.dropout,
                                                activation="gelu", batch_first=True,
                                                norm_first=True)
-            self.encoder = nn.TransformerEncoder(layer, charlm.LAYERS,
-                                                 enable_nested_tensor=False)
-            self.norm = nn.LayerNorm(charlm.D)
-            self.head = nn.Linear(charlm.D, vocab)
+            self.encoder = nn.TransformerEncoder(layer, c.layers, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(c.d_model)
+            self.head = nn.Linear(c.d_model, vocab)
 
         def forward(self, idx):
             t = idx.shape[1]
@@ -37,6 +39,20 @@ def model(vocab: int):
             return self.head(self.norm(self.encoder(x, mask=mask, is_causal=True)))
 
     return CharTransformer()
+
+
+def schedule(opt, steps: int, c):
+    """The example's schedule with PyTorch's own schedulers (None for ``constant``)."""
+    import torch
+    if c.schedule == "constant":
+        return None
+    warm = c.warmup if c.warmup is not None else max(1, steps // 10)
+    warm = max(1, min(warm, steps - 1))
+    sch = torch.optim.lr_scheduler
+    return sch.SequentialLR(opt, [sch.LinearLR(opt, start_factor=0.01, total_iters=warm),
+                                  sch.CosineAnnealingLR(opt, T_max=steps - warm,
+                                                        eta_min=c.lr * c.min_lr_ratio)],
+                            [warm])
 
 
 def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
@@ -48,9 +64,10 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
     import torch
     import torch.nn.functional as F
 
+    c = s.cfg
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     t0 = time.perf_counter()
-    net = model(s.vocab)
+    net = model(s.vocab, c)
     net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in s.params.items()},
                         strict=True)
     net.train()
@@ -63,20 +80,36 @@ def run(s: "charlm.Setup", steps: int, mode: str) -> Outcome:
         loss_fn = torch.compile(loss_fn)
     elif mode != "eager":
         raise ValueError(f"torch mode must be 'eager' or 'compile', got {mode!r}")
-    opt = torch.optim.AdamW(net.parameters(), lr=charlm.LR, weight_decay=charlm.WD)
+    opt = torch.optim.AdamW(net.parameters(), lr=c.lr, weight_decay=charlm.WD)
+    sched = schedule(opt, steps, c)
     windows = torch.from_numpy(s.train.astype(np.int64))
+    val = torch.from_numpy(s.val.astype(np.int64))
+
+    def validation() -> float:
+        net.eval()
+        with torch.no_grad():
+            out = float(np.mean([float(loss_fn(v[:, :-1], v[:, 1:])) for v in val]))
+        net.train()
+        return out
+
     stamps: list[float] = []
+    cpu: list[float] = []
+    during = []
     for i in range(steps):
         opt.zero_grad(set_to_none=True)
         loss_fn(windows[i, :, :-1], windows[i, :, 1:]).backward()
+        if c.clip:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), c.clip)
         opt.step()
+        if sched is not None:
+            sched.step()
+        if c.eval_every and (i + 1) % c.eval_every == 0:
+            during.append((i + 1, validation()))
         stamps.append(time.perf_counter() - t0)
-    net.eval()
-    with torch.no_grad():
-        val = torch.from_numpy(s.val.astype(np.int64))
-        val_loss = float(np.mean([float(loss_fn(v[:, :-1], v[:, 1:])) for v in val]))
+        cpu.append(time.process_time())
+    val_loss = validation()
     final = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
     total = time.perf_counter() - t0
     return Outcome(stamps[0], total, stamps, None, final,
                    {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "val_loss": val_loss})
+                    "val_loss": val_loss, "val_during": during}, cpu=cpu)

@@ -44,10 +44,12 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
     if mode == "jit":
         f = jax.jit(step, donate_argnums=0)
         stamps: list[float] = []
+        cpu: list[float] = []
         for i in range(steps):
             P, loss = f(P, C, S, i)
             jax.block_until_ready((P, loss))
             stamps.append(time.perf_counter() - t0)
+            cpu.append(time.process_time())
         first, loop_s = stamps[0], None
     elif mode == "fori":
         def loop(P, C, S):
@@ -57,7 +59,7 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
         t_compiled = time.perf_counter() - t0
         P = jax.block_until_ready(compiled(P, C, S))
         first_loop_s = time.perf_counter() - t0 - t_compiled
-        first, stamps = t_compiled + first_loop_s / steps, None
+        first, stamps, cpu = t_compiled + first_loop_s / steps, None, None
         stats.update(compile_s=t_compiled, first_loop_s=first_loop_s)
     else:
         raise ValueError(f"jax mode must be 'jit' or 'fori', got {mode!r}")
@@ -65,7 +67,9 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
     total = time.perf_counter() - t0
     if mode == "fori":
         again = {k: jnp.asarray(v) for k, v in params.items()}
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         jax.block_until_ready(compiled(again, C, S))
         loop_s = time.perf_counter() - t
-    return Outcome(first, total, stamps, loop_s, final, stats)
+        cpu_loop = time.process_time() - c
+    return Outcome(first, total, stamps, loop_s, final, stats, cpu=cpu,
+                   cpu_loop_s=cpu_loop if mode == "fori" else None)

@@ -35,6 +35,7 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
         raise ValueError(f"torch mode must be 'eager' or 'compile', got {mode!r}")
     opt = torch.optim.SGD(list(P.values()), lr=w.lr, foreach=True)
     stamps: list[float] = []
+    cpu: list[float] = []
     for i in range(steps):
         D = dict(const)
         D.update({k: v[i] for k, v in stream.items()})
@@ -44,7 +45,8 @@ def run(w: Workload, params: dict, data: Data, steps: int, mode: str) -> Outcome
         if dev == "cuda":
             torch.cuda.synchronize()
         stamps.append(time.perf_counter() - t0)
+        cpu.append(time.process_time())
     final = {k: p.detach().cpu().numpy().copy() for k, p in P.items()}
     total = time.perf_counter() - t0
     return Outcome(stamps[0], total, stamps, None, final,
-                   {"torch": torch.__version__, "threads": torch.get_num_threads()})
+                   {"torch": torch.__version__, "threads": torch.get_num_threads()}, cpu=cpu)

@@ -74,6 +74,8 @@ class Outcome:
         params: final parameters, name -> float32 array.
         stats: further figures (compile times, kernels, memory plan, ...), JSON-able.
         notes: short remarks shown in the table.
+        cpu: process CPU time (s, all threads) at each stamp, or None.
+        cpu_loop_s: CPU time of the loop alone, when ``stamps`` is None.
     """
     first_step_s: float
     total_s: float
@@ -82,3 +84,5 @@ class Outcome:
     params: dict
     stats: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    cpu: list | None = None
+    cpu_loop_s: float | None = None

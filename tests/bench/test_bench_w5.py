@@ -25,8 +25,9 @@ def start():
     s = charlm.setup(2)
     mod = charlm.example()
     ad.reset()
-    ad.manual_seed(charlm.SEED)
-    model = mod.CharTransformer(s.vocab, charlm.D, charlm.HEADS, charlm.LAYERS, charlm.SEQ, 0.0)
+    c = charlm.config()
+    ad.manual_seed(c.seed)
+    model = mod.CharTransformer(s.vocab, c.d_model, c.heads, c.layers, c.seq, c.dropout)
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, s.params[k])          # setup() = the example's init
     w = s.train[0]
@@ -38,8 +39,9 @@ def start():
 
 def test_setup_matches_the_example_sampler(start):
     s, ref = start
-    assert s.train.shape == (2, charlm.BATCH, charlm.SEQ + 1) and s.train.dtype == np.int32
-    assert s.val.shape[1:] == (charlm.BATCH, charlm.SEQ + 1) and s.vocab == 103
+    c = charlm.config()
+    assert s.train.shape == (2, c.batch, c.seq + 1) and s.train.dtype == np.int32
+    assert s.val.shape[1:] == (c.batch, c.seq + 1) and s.vocab == 103
     assert 4.0 < ref < 5.5                                     # about ln(103) at the start
     assert charlm.flops() > 2e9
 
@@ -60,26 +62,35 @@ def test_torch_version_has_the_example_loss(start):
 @pytest.mark.skipif(jax_missing, reason="jax not installed")
 def test_jax_version_has_the_example_loss_and_torch_adamw(start):
     import jax.numpy as jnp
-    from bench.workloads.charlm_jax import adamw, loss
+    from bench.workloads.charlm_jax import adamw, clip, loss
     s, ref = start
     P = {k: jnp.asarray(v) for k, v in s.params.items()}
     w = jnp.asarray(s.train[0])
     np.testing.assert_allclose(float(loss(P, w[:, :-1], w[:, 1:])), ref, rtol=1e-5)
     if torch_missing:
         return
-    import torch                                   # one AdamW step against PyTorch's
+    import torch                       # clipping, AdamW and the schedule against PyTorch's
+    from bench.workloads.charlm_torch import schedule
+    c = charlm.config()
     rng = np.random.default_rng(1)
-    p0 = {"a": rng.standard_normal(5).astype(np.float32)}
-    g = {"a": rng.standard_normal(5).astype(np.float32)}
-    t = torch.tensor(p0["a"].copy(), requires_grad=True)
-    opt = torch.optim.AdamW([t], lr=charlm.LR, weight_decay=charlm.WD)
+    p0 = rng.standard_normal(5).astype(np.float32)
+    t = torch.tensor(p0.copy(), requires_grad=True)
+    opt = torch.optim.AdamW([t], lr=c.lr, weight_decay=charlm.WD)
+    steps = 12
+    sched = schedule(opt, steps, c)
     zero = {"a": jnp.zeros(5)}
-    P1, M1, V1 = {"a": jnp.asarray(p0["a"])}, zero, dict(zero)
-    for step in (1, 2):
-        t.grad = torch.tensor(g["a"] * step)
+    P1, M1, V1 = {"a": jnp.asarray(p0)}, zero, dict(zero)
+    for step in range(steps):
+        g = rng.standard_normal(5).astype(np.float32) * (3.0 if step % 2 else 0.1)
+        t.grad = torch.tensor(g)
+        torch.nn.utils.clip_grad_norm_([t], c.clip)
+        np.testing.assert_allclose(opt.param_groups[0]["lr"], charlm.lr_at(step, steps),
+                                   rtol=1e-6)
         opt.step()
-        P1, M1, V1 = adamw(P1, M1, V1, {"a": jnp.asarray(g["a"] * step)}, jnp.int32(step))
-    np.testing.assert_allclose(np.asarray(P1["a"]), t.detach().numpy(), rtol=1e-6)
+        sched.step()
+        P1, M1, V1 = adamw(P1, M1, V1, clip({"a": jnp.asarray(g)}, c.clip),
+                           jnp.int32(step + 1), charlm.lr_at(step, steps))
+    np.testing.assert_allclose(np.asarray(P1["a"]), t.detach().numpy(), rtol=2e-6)
 
 
 def test_thread_counts():

@@ -145,3 +145,20 @@ def test_register_tile_follows_the_target():
     assert avx2.global_size[:2] == (3, 16)
     avx512 = codegen.dot_product("m", k, offs, tile=(8, 16, 1))[-1]
     assert "float16 acc7" in avx512.src and avx512.global_size[:2] == (3, 12)
+
+
+def test_aligned_vectors_load_head_split_views():
+    """A head-merge view ``[T, H, 32] -> [T, H * 32]`` is not affine along the merged
+    column, but 8 aligned lanes never cross a head: one vload8, not 8 loads."""
+    src_b, out = _buf("heads", (4, 64, 32)), _buf("out", (64, 128))
+    T, C = Var("Y", 64), Var("X", 128)
+    idx = (C // 32) * 2048 + T * 32 + C % 32
+    k = Elementwise((64, 128), (T, C), (Output(out, flat([T, C], (64, 128)),
+                                               Apply(Op.MUL, (Load(src_b, idx), Const(2.0)))),))
+    src = codegen.elementwise("h", k, {"heads": 100, "out": 20000}, width=8).src
+    assert "vload8(0, buf + " in src and "c_0" not in src
+    odd = Elementwise((64, 124), (T, Var("X", 124)), (Output(
+        _buf("o2", (64, 124)), flat([T, Var("X", 124)], (64, 124)),
+        Load(src_b, (Var("X", 124) // 31) * 2048 + T * 32 + Var("X", 124) % 31)),))
+    src2 = codegen.elementwise("h2", odd, {"heads": 100, "o2": 20000}, width=8).src
+    assert "c_7" in src2                   # extent not a multiple of 8: lane by lane

@@ -40,7 +40,7 @@ LAYOUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
 AVX2 = (6, 8, 2)           # the register tile of 8-float vector registers (target.TILES)
 MM_CASES = [(M, N, Kd, ta, tb, ()) for M, N, Kd in MM_SHAPES for ta, tb in LAYOUTS] + \
            [(5, 21, 18, 0, tb, (2, 3)) for tb in (0, 1)] + \
-           [(M, N, Kd, ta, 0, (), AVX2) for M, N, Kd in MM_SHAPES + [(13, 50, 9)]
+           [(M, N, Kd, ta, 0, (), AVX2) for M, N, Kd in MM_SHAPES + [(13, 50, 9), (9, 24, 7)]
             for ta in (0, 1)] + [(5, 21, 18, 0, 0, (2, 3), AVX2)]
 
 
@@ -182,3 +182,37 @@ def test_elementwise_template():
     src = K.elementwise("e", 1000, f"tanh(buf[{ox} + i]) * 3.0f", K.Ref(oo, (1,)))
     out, _ = run_sources([src], ar.host())
     np.testing.assert_allclose(out[oo:oo + 1000], np.tanh(x) * 3, rtol=2e-6, atol=1e-7)
+
+
+PANEL_CASES = [(R, Kd, rows, layout) for R, Kd in [(13, 20), (32, 32), (7, 45)]
+               for rows in (6, 16) for layout in ("row", "col", "strided")]
+
+
+@pytest.mark.parametrize("case", PANEL_CASES, ids=[f"{c[0]}x{c[1]}-r{c[2]}-{c[3]}"
+                                                   for c in PANEL_CASES])
+def test_pack_panels(case):
+    """A matmul operand (R x K, contiguous along K, along R, or neither) copied into
+    panels [ceil(R/rows)][K][rows]: every element of the first R rows in place, nothing
+    written outside the panels."""
+    R, Kd, rows, layout = case
+    x = RNG.standard_normal((R, Kd)).astype(np.float32)
+    ar = Arena()
+    if layout == "row":
+        ox, st = ar.add(x), (Kd, 1)
+    elif layout == "col":
+        ox, st = ar.add(x.T.copy()), (1, R)
+    else:                                              # every other element of a row
+        wide = np.zeros((R, 2 * Kd), np.float32)
+        wide[:, ::2] = x
+        ox, st = ar.add(wide), (2 * Kd, 2)
+    nt = -(-R // rows)
+    od = ar.add(np.full(nt * Kd * rows, -7.0, np.float32))
+    src = K.pack_panels("pp", R, Kd, K.Ref(ox, st), rows, od)
+    host = ar.host()
+    out, _ = run_sources([src], host)
+    panel = out[od:od + nt * Kd * rows].reshape(nt, Kd, rows)
+    got = panel.transpose(0, 2, 1).reshape(nt * rows, Kd)[:R]
+    np.testing.assert_array_equal(got, x)
+    rest = np.ones(out.size, bool)
+    rest[od:od + nt * Kd * rows] = False
+    np.testing.assert_array_equal(out[rest], host[rest])

@@ -13,7 +13,10 @@ other parameters | outputs | planned buffers (temps, Feeder/Receiver staging) | 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+
+import numpy as np
 
 from ...graph.dtypes import storage
 from ...graph.ir import Op
@@ -124,9 +127,41 @@ def _scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
+class _Kernels:
+    """The kernel bodies of a program being rendered, each distinct source once.
+
+    A kernel statement renders with its buffers' offsets as int arguments
+    (:class:`.codegen.Args`); one whose body (up to its name) and launch sizes equal an
+    earlier one's reuses that body and only brings its own arguments. An index-checked
+    kernel's id in the error record is a literal of its body, so such kernels share a body
+    only with themselves.
+    """
+
+    def __init__(self):
+        self.bodies: list = []          # distinct bodies, in first-use order
+        self.canon: dict = {}           # (source up to the name, sizes) -> body
+        self.count = 0
+
+    def render(self, s, off, target, check=(1, None)) -> list:
+        """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
+        ``check`` as :func:`.codegen.kernel`."""
+        name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
+        self.count += 1
+        out = []
+        for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check,
+                                  args=True):
+            key = (src.src.replace(src.name, "@"), src.global_size, src.local_size, src.whole)
+            first = self.canon.get(key)
+            if first is None:
+                self.canon[key] = first = src
+                self.bodies.append(src)
+            out.append(dataclasses.replace(src, name=first.name, src=first.src))
+        return out
+
+
+def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx,
            top: bool = True, guard: str | None = None):
-    """Host steps of ``stmts``. Kernel bodies go to ``bodies``; each Launch gets its body
+    """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
     list of index-checked graph nodes, the check id of each being its position + 1)``.
@@ -134,7 +169,7 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
     :mod:`.control`)."""
     nodes, sites, checked = ctx
     steps = []
-    sub = lambda stmts, **kw: _steps(stmts, off, bodies, launches, chain_work, target,  # noqa
+    sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches, chain_work, target,  # noqa
                                      ctx, **{"top": False, "guard": guard, **kw})
     for s in stmts:
         if isinstance(s, For):
@@ -166,7 +201,6 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
             s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
             if s is None:
                 continue
-            name = f"k{len(bodies)}_{s.kind.replace('+', '_').lower()}"
             small = chain.work(s) <= chain_work
             s, counters = control.with_counters(s)
             check = (1, None)
@@ -174,13 +208,12 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
                 node = nodes[s.out.node]
                 checked.append(node)
                 check = (len(checked), ignored(node))
-            for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check):
+            for src in kernels.render(s, off, target, check):
                 if guard is not None:
                     if src.whole:
                         raise NotImplementedError("opencl: a work-group kernel in a branch "
                                                   "decided on the device")
                     src.guard = guard
-                bodies.append(src)
                 small = small and not src.whole
                 prev = steps[-1] if steps and type(steps[-1]) is Launch else None
                 if small and prev is not None and launches[prev][0]:
@@ -196,18 +229,27 @@ def _steps(stmts, off, bodies, launches, chain_work: int, target, ctx,
     return steps
 
 
-def _wrappers(launches: dict) -> list:
-    """Give every launch its kernel: the NDRange wrapper of a lone body, or a chain."""
-    out = []
+def _wrappers(launches: dict) -> tuple[list, dict]:
+    """Give every launch its kernel: the NDRange wrapper of a lone body (one per distinct
+    body) or a chain. Returns the kernel sources and, per launch, its int arguments."""
+    out, wrapped, args = [], {}, {}
     for la, (_, members) in launches.items():
         if len(members) == 1:
-            src = members[0] if members[0].whole else chain.wrap(members[0])
+            m = members[0]
+            key = (m.name, getattr(m, "guard", None))   # a guarded body: its own wrapper
+            src = wrapped.get(key)
+            if src is None:
+                name = m.name if key[1] is None else f"{m.name}_g{len(wrapped)}"
+                src = wrapped[key] = m if m.whole else chain.wrap(m, name=name)
+                out.append(src)
+            args[la] = m.args
         else:
             src = chain.chain(f"c{len(out)}_x{len(members)}", members)
+            out.append(src)
+            args[la] = ()
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
-        out.append(src)
-    return out
+    return out, args
 
 
 def _walk(stmts):
@@ -266,7 +308,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
-            (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us));
+            (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us)) and
+            matmul flops per launch (``["kernel_flops"]``: name -> flops);
             ``fuse=False`` skips fusion; ``chain_work`` (flops or points) is the largest
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
@@ -300,7 +343,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = _layout(prog, planned, planned_bytes)
     t = time.perf_counter()
-    bodies, by_launch = [], {}
+    kernels_, by_launch = _Kernels(), {}
     chain_work = options.get("chain_work", chain.default_work(dev))
     tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
@@ -308,31 +351,37 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     nodes = {n.id: n for n in graph.walk()}
     sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
     checked: list = []
-    steps = _steps(prog.body, off, bodies, by_launch, chain_work, tgt,
+    steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
                    (nodes, sites, checked))
-    sources = _wrappers(by_launch)
+    sources, launch_args = _wrappers(by_launch)
     launches = list(by_launch)
+    bodies = kernels_.bodies
     src = render.program([b for b in bodies if not b.whole] + sources)
     counters = any(getattr(la, "counters", False) for la in launches)
     if counters:
         src += "\n" + control.SOURCE
     stats["render_s"] = time.perf_counter() - t
-    stats["kernels"] = len(bodies)
-    stats["launches"] = len(sources)
+    stats["kernels"] = sum(len(m) for _, m in by_launch.values())
+    stats["distinct_kernels"] = len(bodies)
+    stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
     stats["source_chars"] = len(src)
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
-    _, kern, path = build(ctx, dev, src, [s.name for s in sources] + [philox.SET_KERNEL]
-                          + ([control.SET_KERNEL] if counters else []))
+    prg, kern, path = build(ctx, dev, src, [philox.SET_KERNEL]
+                            + ([control.SET_KERNEL] if counters else []))
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
-    for la in launches:
-        la.kernel = kern[la.name]
     arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
-    for la in launches:
+    for la in launches:             # one kernel object per launch: its own arguments
+        la.kernel = cl.Kernel(prg, la.name)
         la.kernel.set_arg(0, arena)
+        for i, v in enumerate(launch_args[la], 1):
+            la.kernel.set_arg(i, np.int32(v))
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
+    if options.get("profile"):
+        stats["kernel_flops"] = {la.name: sum(m.flops for m in by_launch[la][1])
+                                 for la in launches}
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
     outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))

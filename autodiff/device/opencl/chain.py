@@ -75,27 +75,33 @@ def _guarded(body: Source) -> str:
     return f"if ({g}) " if g else ""
 
 
-def wrap(body: Source, d=OPENCL) -> Source:
+def wrap(body: Source, d=OPENCL, name: str | None = None) -> Source:
     """A kernel running ``body`` (rendered with :data:`~.dialect.BODY`) once per work-item
-    of its own NDRange; same name and launch sizes."""
+    of its own NDRange; same launch sizes and int parameters (passed through), named
+    ``name`` (default: the body's name)."""
+    name = name or body.name
     ids = ", ".join(d.index("global", i) if i < len(body.global_size) else "0"
                     for i in range(3))
-    src = (d.signature(body.name, [f"{d.pointer()} restrict buf"]) + " {\n"
-           f"  {_guarded(body)}{body_name(body.name)}(buf, {ids});\n}}")
-    return Source(body.name, src, body.global_size, body.local_size, body.flops)
+    names = [p.split()[-1] for p in body.params]
+    src = (d.signature(name, [f"{d.pointer()} restrict buf"] + list(body.params))
+           + f" {{\n  {_guarded(body)}{body_name(body.name)}"
+             f"({', '.join(['buf'] + names + [ids])});\n}}")
+    return Source(name, src, body.global_size, body.local_size, body.flops,
+                  params=body.params, args=body.args)
 
 
 def chain(name: str, bodies: list[Source], d=OPENCL) -> Source:
     """A one-work-item kernel running ``bodies`` in order, each over its padded global
-    size (a body returns early past its real extent, as in its NDRange form)."""
+    size (a body returns early past its real extent, as in its NDRange form) with its
+    own int arguments as literals."""
     L = ["__attribute__((reqd_work_group_size(1, 1, 1)))",
          d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
     for b in bodies:
         g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
         loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
-        args = ", ".join(f"g{i}" if g[i] > 1 else "0" for i in range(3))
-        call = f"{body_name(b.name)}(buf, {args});"
-        L.append("  " + _guarded(b) + " ".join(loops + [call]))
+        args = ", ".join(["buf"] + [str(a) for a in b.args] +
+                         [f"g{i}" if g[i] > 1 else "0" for i in range(3)])
+        L.append("  " + _guarded(b) + " ".join(loops + [f"{body_name(b.name)}({args});"]))
     L.append("}")
     return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
 

@@ -17,6 +17,7 @@ both operands are plain affine loads (else a scalar loop); :class:`Reduce` ->
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ...procedural import access as ax
 from ...procedural.access import Expr, Num, Var
@@ -92,10 +93,38 @@ class Values:
     """
 
     def __init__(self, offsets: dict, env: dict, acc: str = "acc",
-                 hoisted: dict | None = None):
+                 hoisted: dict | None = None, align: int = 0):
         self.offsets, self.env, self.acc = offsets, env, acc
         self.locals: dict = {}     # id(buffer) -> C name of an output computed earlier
         self.hoisted = {} if hoisted is None else hoisted   # id(Value) -> C name (hoist)
+        self.align = align         # the vector variable is a multiple of it (0: unknown)
+        self._strides: dict = {}
+
+    def stride(self, idx: Expr, vec: Var) -> int | None:
+        """How ``idx`` (C-level) moves from lane to lane of a vector along ``vec``: 0 or 1
+        (one broadcast or one ``vload``), else None (lane by lane).
+
+        Beyond :func:`affine_stride`: when ``vec`` is always a multiple of the vector width
+        ``align`` (and the extent too, so no lane passes it), an index that is not affine
+        can still be contiguous within each aligned vector: the heads of a split
+        ``[..., H, 32]`` view read 8 lanes ``(c // 32) * 2048 + c % 32`` with ``c % 8 == 0``
+        contiguously."""
+        st = affine_stride(idx, vec)
+        if st is not None or not self.align or vec not in ax.variables(idx):
+            return st
+        key = (idx, vec)
+        if key not in self._strides:
+            w = self.align
+            q = Var(vec.name + "_q", max(vec.extent // w, 1))
+            base = ax.simplify(ax.substitute(idx, {vec: q * w}))
+            diffs = [ax.simplify(ax.substitute(idx, {vec: q * w + j}) - base)
+                     for j in range(1, w)]
+            st = None
+            if all(isinstance(d, Num) for d in diffs):
+                got = [d.value for d in diffs]
+                st = 1 if got == list(range(1, w)) else 0 if not any(got) else None
+            self._strides[key] = st
+        return self._strides[key]
 
     def hoist(self, values, allowed=frozenset()) -> list[str]:
         """Declare once the largest subexpressions of ``values`` that do not change from
@@ -188,10 +217,10 @@ class Values:
             return value_dtype(v) == "float32"
         if isinstance(v, Load):
             return v.buffer.dtype == "float32" and \
-                affine_stride(self.index(v.buffer, v.index), vec) in (0, 1)
+                self.stride(self.index(v.buffer, v.index), vec) in (0, 1)
         if isinstance(v, Select):
             cond = ax.simplify(ax.substitute(v.cond, self.env))
-            return vec not in ax.variables(cond) and all(
+            return self.stride(cond, vec) == 0 and all(
                 self.vectorizable(x, vec) for x in (v.a, v.b))
         if isinstance(v, Apply):
             operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
@@ -223,7 +252,7 @@ class Values:
         if isinstance(v, Load):
             idx = self.index(v.buffer, v.index)
             s = R.access(idx)
-            if affine_stride(idx, vec) == 0:
+            if self.stride(idx, vec) == 0:
                 return f"(({D.ctype(v.buffer.dtype, w)})({R.load(s, v.buffer.dtype)}))"
             return f"vload{w}(0, buf + {s})"          # float32 only (vectorizable)
         if isinstance(v, Const):
@@ -241,6 +270,8 @@ class Values:
 
 
 def _flat_env(vars, shape, flat: Var) -> dict:
+    if 0 in tuple(shape):               # an empty space: no work-item ever runs
+        return {v: Num(0) for v in vars}
     return {v: e for v, e in zip(vars, ax.unflat(flat, shape))}
 
 
@@ -312,7 +343,7 @@ def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
         idx = vals.index(o.buffer, o.index)
         if w == 1:
             stores.append(D.store(R.access(idx), f"o{n}", dt))
-        elif affine_stride(idx, vec) == 1 and D.is_word(dt):
+        elif vals.stride(idx, vec) == 1 and D.is_word(dt):
             v = f"o{n}" if dt == "float32" else f"as_float{w}(o{n})"
             stores += K.store_lanes(v, w, f"(buf + {R.access(idx)})", vec.name, ncols)
         else:
@@ -335,7 +366,7 @@ def vector_space(vars_, indices, width: int, names=("i", "c")):
         space is one flat index ``i``, as :func:`_space_env`.
     """
     merged, sub = merge_dims(vars_, indices)
-    if width == 1 or not merged:
+    if width == 1 or not merged or 0 in [v.extent for v in merged]:
         flat, env = _space_env(vars_, indices, names[0])
         return flat.extent, 1, None, env
     inner = merged[-1]
@@ -393,7 +424,7 @@ def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect = OPENCL,
     if w > 1 and _unsafe_lanes(k.values()):
         w = 1
     n, chunks, vec, env = vector_space(k.vars, idx, w)
-    vals = Values(offsets, env)
+    vals = Values(offsets, env, align=w if vec is not None and vec.extent % w == 0 else 0)
     head = vals.hoist(k.values())
     if vec is not None and not all(vals.vectorizable(v, vec) for v in k.values()):
         head += lane_decls(vec, w)
@@ -416,6 +447,70 @@ def _unsafe_lanes(values) -> bool:
                for v in values for x in walk_values(v))
 
 
+#: extent given to the Vars standing for arena offsets passed as kernel arguments
+PARAM_EXTENT = 1 << 30
+
+
+class Args:
+    """The arena offsets of a kernel's buffers as kernel arguments.
+
+    Rendering against an ``Args`` instead of a plain ``{name: offset}`` dict makes every
+    buffer's offset a C ``int`` parameter (``p0_``, ``p1_``, ... in first-use order) instead
+    of a literal: kernels of the same structure over different buffers (the layers of a
+    model, the AdamW update of same-shaped parameters) then render to the same source, are
+    built and JIT-compiled once, and differ only in the arguments each launch sets
+    (PoCL compiles a kernel per name and local size at its first launch: 60-400 ms each).
+    Offsets named in ``literal`` (the shared scratch regions) stay literals.
+
+    Mapping interface as used by the renderers: ``args[name]`` (a Var, or the literal),
+    ``name in args``; :meth:`with_` adds a literal entry; :meth:`params` / :meth:`values`
+    give the C declarations and this kernel's argument values.
+    """
+
+    def __init__(self, offsets: dict, literal=()):
+        self.offsets, self.literal = offsets, frozenset(literal)
+        self.names: list[str] = []
+        self.vars: dict = {}
+        self.extra: dict = {}
+
+    def __getitem__(self, name: str):
+        if name in self.extra:
+            return self.extra[name]
+        if name in self.literal:
+            return self.offsets[name]
+        v = self.vars.get(name)
+        if v is None:
+            self.offsets[name]                         # KeyError for an unknown buffer
+            v = self.vars[name] = Var(f"p{len(self.names)}_", PARAM_EXTENT)
+            self.names.append(name)
+        return v
+
+    def __contains__(self, name) -> bool:
+        return name in self.extra or name in self.offsets
+
+    def with_(self, name: str, value: int) -> "Args":
+        """A view recording into the same parameters, with ``name`` at literal ``value``."""
+        view = Args(self.offsets, self.literal)
+        view.names, view.vars, view.extra = self.names, self.vars, {**self.extra, name: value}
+        return view
+
+    def params(self) -> tuple[str, ...]:
+        return tuple(f"const int {self.vars[n].name}" for n in self.names)
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(int(self.offsets[n]) for n in self.names)
+
+
+def _with(offsets, name: str, value: int):
+    """``offsets`` plus ``name -> value`` (a dict or an :class:`Args`)."""
+    return offsets.with_(name, value) if isinstance(offsets, Args) else {**offsets, name: value}
+
+
+def _param_free(e: Expr) -> bool:
+    """Whether ``e`` uses no index variable, only offset parameters."""
+    return all(v.extent == PARAM_EXTENT for v in ax.variables(e))
+
+
 def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
     if isinstance(v, Const) and v.dtype == "float32":
         return K.Ref(0, (0,) * len(vars_), float(v.value))
@@ -426,9 +521,9 @@ def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
     if any(s is None for s in strides):
         return None
     base = ax.simplify(ax.substitute(idx, {x: Num(0) for x in vars_}))
-    if not isinstance(base, Num):
-        return None
-    return K.Ref(base.value, tuple(strides))
+    if isinstance(base, Num):
+        return K.Ref(base.value, tuple(strides))
+    return K.Ref(f"({R.access(base)})", tuple(strides)) if _param_free(base) else None
 
 
 def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
@@ -436,6 +531,8 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
     """A matmul tile kernel with the outputs' epilogue fused (register ``tile``, see
     :func:`.kernels.matmul`), or a scalar fallback; operands that are not strided arrays
     are first packed by kernels of ``width`` lanes per work-item."""
+    if math.prod(k.shape) == 0:
+        return [_dot_scalar(name, k, offsets, d)]          # an empty product: no tiles
     *batch, M, N = k.shape
     batch = tuple(batch)
     bv, mv, nv = list(k.vars[:-2]), k.vars[-2], k.vars[-1]
@@ -448,30 +545,44 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
     a = _affine_ref(vals, va, bv + [mv, k.k])
     b = _affine_ref(vals, vb, bv + [k.k, nv])
     pre = []
-    if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS:
-        b = None          # B runs along K: packing it (a transpose) beats the dot form
-    if Kd and (a is None or b is None) and SCRATCH_A in offsets:
-        # an operand that is not a strided array (head split/merge views, computed
-        # prologues): pack it densely into scratch first, then run the tile kernel
-        if a is None:
-            a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A], offsets, d,
-                           len(bv), width)
-            pre.append(src)
-        if b is None:
-            b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B], offsets, d,
-                           len(bv), width)
-            pre.append(src)
-    if a is None or b is None or Kd == 0 or D.CTYPE[k.dtype] == "int":
-        return [_dot_scalar(name, k, offsets, d)]
+    consts = any(r is not None and r.const is not None for r in (a, b))
+    if not batch and not consts and SCRATCH_A in offsets and Kd >= PANEL_MIN_K and \
+            2 * M * N * Kd >= PANEL_MIN_FLOPS and D.CTYPE[k.dtype] != "int":
+        if a is None or a.strides[-1] != 1:      # A not contiguous along K: panels
+            pre.append(_pack_panel(name + "_pa", va, a, False, mv, k.k, M, Kd,
+                                   K.panel_rows(tile, M), offsets[SCRATCH_A], offsets, d,
+                                   width))
+            a = K.Ref(offsets[SCRATCH_A], (0, 0), panel=True)
+        pre.append(_pack_panel(name + "_pb", vb, b, True, nv, k.k, N, Kd, K.TN,
+                               offsets[SCRATCH_B], offsets, d, width))
+        b = K.Ref(offsets[SCRATCH_B], (0, 0), panel=True)
+    else:
+        if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS:
+            b = None      # B runs along K: packing it (a transpose) beats the dot form
+        if Kd and (a is None or b is None) and SCRATCH_A in offsets:
+            # an operand that is not a strided array (head split/merge views, computed
+            # prologues): pack it densely into scratch first, then run the tile kernel
+            if a is None:
+                a, src = _pack(name + "_pa", va, bv + [mv, k.k], offsets[SCRATCH_A],
+                               offsets, d, len(bv), width)
+                pre.append(src)
+            if b is None:
+                b, src = _pack(name + "_pb", vb, bv + [k.k, nv], offsets[SCRATCH_B],
+                               offsets, d, len(bv), width)
+                pre.append(src)
+        if a is None or b is None or Kd == 0 or D.CTYPE[k.dtype] == "int":
+            return [_dot_scalar(name, k, offsets, d)]
     bi = Var("bi", max(math.prod(batch), 1))
     benv = _flat_env(bv, batch, bi) if batch else {}
-    row, col = Var("rr", M), Var("n0", N)
-    hv = Values(offsets, {**benv, mv: row, nv: col})
+    row = Var("rr", M)
+    hv = Values(offsets, {**benv, mv: row, nv: Var("n0", N)})
     prelude = hv.hoist([o.value for o in k.outs], allowed={"bi"})
 
     def store(acc, w, rexpr, cexpr):
-        vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted)
-        body = _stores(vs, k.outs, w, col, None if N % w == 0 else N)
+        col = Var(cexpr, N)            # a multiple of w: n0 = 16 g0 (+ 8 for a half)
+        vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted,
+                    align=w if N % K.TN == 0 else 0)
+        body = _stores(vs, k.outs, w, col, None if N % K.TN == 0 else N)
         lanes = [] if all(vs.vectorizable(o.value, col) for o in k.outs) else \
             lane_decls(col, w)
         return [f"{{ const int rr = {rexpr};"] + lanes + body + ["}"]
@@ -482,12 +593,45 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
 #: offsets keys of the two scratch regions operands are packed into
 SCRATCH_A, SCRATCH_B = "__scratch_a", "__scratch_b"
 
+#: a DotProduct without batch dims packs B (and A when A is not contiguous along K) into
+#: register-tile panels (:func:`.kernels.panel_rows`) when it has at least this many flops
+#: and this long a K: a streaming pass over the operand buys 1.3-2x in the tile loop
+PANEL_MIN_FLOPS = 1 << 22
+PANEL_MIN_K = 32
+
 
 def pack_sizes(k: DotProduct) -> tuple[int, int]:
-    """Floats of the A and B operand spaces of a DotProduct (scratch needed to pack them)."""
+    """Floats of scratch needed to pack the A and B operands of a DotProduct (row-major,
+    or in panels padded to 8 rows and 16 columns)."""
     *batch, M, N = k.shape
-    B = math.prod(batch)
-    return B * M * k.k.extent, B * k.k.extent * N
+    B, Kd = math.prod(batch), k.k.extent
+    return B * (M + 8) * Kd, B * Kd * (N + 16)
+
+
+def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets, d,
+                width) -> K.Source:
+    """A kernel packing operand ``value`` (A, or B when ``is_b``; over the row-or-column
+    var ``rv`` of extent ``R_`` and the contraction var ``kv``) into panels
+    ``[ceil(R_/rows)][Kd][rows]`` at ``dst``: :func:`.kernels.pack_panels` when the operand
+    is a strided array ``ref``, else an elementwise kernel (vectors along K, or along the
+    panel rows when the operand is contiguous along them), zeros past ``R_``."""
+    if ref is not None:
+        st = ref.strides[-2:]
+        view = K.Ref(ref.offset, (st[1], st[0]) if is_b else st)
+        return K.pack_panels(name, R_, Kd, view, rows, dst, d)
+    from ...fusion.group import subst_value
+    T, I, Kq = Var("T", K._cdiv(R_, rows)), Var("I", rows), Var("Kq", Kd)
+    r = T * rows + I
+    v = subst_value(value, {rv: ax.simplify(r), kv: Kq})
+    if R_ % rows:
+        v = Select(ax.simplify(ax.Lt(r, Num(R_))), v, Const(0.0))
+    probe = Values({}, {}, align=8 if rv.extent % 8 == 0 else 0)
+    along_r = any(probe.stride(ld.index, rv) == 1 for ld in _loads_of(value))
+    vars_ = (T, Kq, I) if along_r else (T, I, Kq)     # vectors along K unless A^T-like
+    out = Buffer("__panel", (T.extent, Kd, rows), "float32", BufferKind.TEMP)
+    idx = ax.flat([T, Kq, I], (T.extent, Kd, rows))
+    k = Elementwise(tuple(x.extent for x in vars_), vars_, (Output(out, idx, v),))
+    return elementwise(name, k, _with(offsets, out.name, dst), d, width)
 
 
 def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):
@@ -503,7 +647,7 @@ def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):
     strides = tuple(int(math.prod(shape[i + 1:])) for i in range(len(shape)))
     out = Buffer("__pack", shape, "float32", BufferKind.TEMP)
     k = Elementwise(shape, tuple(vars_), (Output(out, ax.flat(list(vars_), shape), value),))
-    src = elementwise(name, k, {**offsets, out.name: dst}, d, width)
+    src = elementwise(name, k, _with(offsets, out.name, dst), d, width)
     return K.Ref(dst, strides), src
 
 
@@ -590,9 +734,9 @@ def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source 
         return None
     n, chunks, vec, kenv = vector_space(k.kept, idx, w, ("r", "c"))
     env = {**kenv, **renv}
-    vals = Values(offsets, env)
+    vals = Values(offsets, env, align=w if vec.extent % w == 0 else 0)
     if not vals.vectorizable(k.src, vec) or not any(
-            affine_stride(vals.index(ld.buffer, ld.index), vec) == 1
+            vals.stride(vals.index(ld.buffer, ld.index), vec) == 1
             for ld in _loads_of(k.src)):
         return None
     head = vals.hoist([k.src] + [o.value for o in k.outs])
@@ -608,8 +752,8 @@ def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source 
           f"  for (int j = 0; j < {j.extent}; j++) {{",
           f"    const {vt} v = {vals.vector(k.src, vec, w)};",
           f"    acc = {comb('acc', 'v')};", "  }"]
-    L += [f"  {s}" for s in _stores(Values(offsets, env, "acc", vals.hoisted), k.outs, w,
-                                    vec, ncols)]
+    L += [f"  {s}" for s in _stores(Values(offsets, env, "acc", vals.hoisted, vals.align),
+                                    k.outs, w, vec, ncols)]
     L.append("}")
     local = 1                   # at least 4 work-groups (cores), at most 16 work-items each
     while local < 16 and local * 8 <= n:
@@ -693,12 +837,17 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
 
 
 def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
-           target: Target = Target(), check=(1, None)) -> list[K.Source]:
+           target: Target = Target(), check=(1, None),
+           args: bool = False) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
     group renders its single-kernel form; a DotProduct may first pack an operand), rendered
     for ``target`` (vector lanes, matmul tile, reduction form: :mod:`.target`).
     ``check``: ``(id, ignored index or None)`` of a Gather/ScatterAdd, for the arena's
     index-error record (:data:`FLAG`).
+
+    With ``args``, buffer offsets are kernel parameters (:class:`Args`; the scratch
+    regions stay literals): every returned Source declares the same ``params`` and carries
+    their ``args``.
 
     Raises:
         NotImplementedError: a statement or value kind with no renderer.
@@ -708,6 +857,8 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
     fn = RENDERERS.get(type(k))
     if fn is None:
         raise NotImplementedError(f"opencl: no kernel template for {type(k).__name__}")
+    if args:
+        offsets = Args(offsets, literal=(SCRATCH_A, SCRATCH_B))
     if fn is reduce:
         out = reduce(name, k, offsets, d, tree=target.reductions == "tree",
                      width=target.vector)
@@ -719,4 +870,19 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
         out = fn(name, k, offsets, d, check)
     else:
         out = fn(name, k, offsets, d)
-    return out if isinstance(out, list) else [out]
+    out = out if isinstance(out, list) else [out]
+    if args and offsets.names:
+        out = [_with_params(s, d, offsets.params(), offsets.values()) for s in out]
+    return out
+
+
+def _with_params(s: K.Source, d: Dialect, params, values) -> K.Source:
+    """``s`` with int ``params`` declared after the arena pointer (every template opens with
+    ``d.signature(name, [arena pointer])``)."""
+    buf = f"{d.whole.pointer() if s.whole else d.pointer()} restrict buf"
+    dd = d.whole if s.whole else d
+    head = dd.signature(s.name, [buf])
+    if head not in s.src:
+        raise AssertionError(f"{s.name}: signature {head!r} not found")
+    src = s.src.replace(head, dd.signature(s.name, [buf] + list(params)), 1)
+    return replace(s, src=src, params=tuple(params), args=tuple(values))

@@ -40,11 +40,14 @@ Epilogue = Callable[[str, int, str, str], str]
 
 @dataclass(frozen=True)
 class Ref:
-    """An operand in the arena: element ``idx`` is at ``offset + sum(idx * strides)`` floats;
-    or, with ``const`` set, every element is that constant (no memory read)."""
-    offset: int
+    """An operand in the arena: element ``idx`` is at ``offset + sum(idx * strides)`` floats
+    (``offset`` an int or a C int expression: a kernel parameter); or, with ``const`` set,
+    every element is that constant (no memory read); or, with ``panel`` set, a matmul
+    operand packed in the register tile's panels (:func:`matmul`; strides ignored)."""
+    offset: int | str
     strides: tuple[int, ...]
     const: float | None = None
+    panel: bool = False
 
     def lit(self) -> str:
         return f"{float(self.const)!r}f"
@@ -56,13 +59,16 @@ class Source:
 
     ``whole``: the source is a complete kernel that shares work between the work-items of
     a work-group (local memory, barriers), never a body to wrap or chain
-    (:mod:`.chain`)."""
+    (:mod:`.chain`). ``params``: C declarations of the int parameters after ``buf`` (arena
+    offsets, see :class:`.codegen.Args`) and ``args`` their values for this launch."""
     name: str
     src: str
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
     flops: int = 0
     whole: bool = False
+    params: tuple[str, ...] = ()
+    args: tuple[int, ...] = ()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -102,8 +108,9 @@ def store_lanes(v: str, width: int, ptr: str, col: str, ncols: int | None) -> li
 
 #: store hook of a matmul: ``fn(acc, width, row, col) -> C statements`` storing (and
 #: transforming) the ``float{width}`` accumulator of row ``row`` (a C int expression),
-#: columns ``col .. col+width-1``; lanes with ``col + j >= N`` must not be stored
-#: (:func:`store_lanes` does that). The flat batch index is the C variable ``bi``.
+#: columns ``col .. col+width-1`` (``col`` a C int variable); lanes with ``col + j >= N``
+#: must not be stored (:func:`store_lanes` does that). The flat batch index is the C
+#: variable ``bi``.
 Store = Callable[[str, int, str, str], list[str]]
 
 
@@ -117,7 +124,7 @@ def ref_store(c: Ref, N: int, batch: tuple[int, ...] = (),
 
     def store(acc, w, row, col):
         ptr = f"(buf + {c.offset} + {boff} + ({row})*{c.strides[-2]} + {col})"
-        return store_lanes(epi(acc, w, row, col), w, ptr, col, None if N % w == 0 else N)
+        return store_lanes(epi(acc, w, row, col), w, ptr, col, None if N % TN == 0 else N)
     return store
 
 
@@ -157,7 +164,12 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
     head = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
             f"  const int bi = {d.index('global', 2)};"]
     boff = {x: _batch_offset(batch, r.strides[:nb], "bi") for x, r in (("a", a), ("b", b))}
-    if sbn in (0, 1) or sbk != 1 or a.const is not None or b.const is not None:
+    if a.panel or b.panel:
+        if nb or not b.panel or a.const is not None:
+            raise ValueError(f"{name}: panels need B packed, A an array, and no batch")
+        body, gs = _mm_broadcast(d, M, N, K, sam, sak, 0, 0, store, tile=tile,
+                                 panels=(a.panel, True))
+    elif sbn in (0, 1) or sbk != 1 or a.const is not None or b.const is not None:
         body, gs = _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store,
                                  a.lit() if a.const is not None else None,
                                  b.lit() if b.const is not None else None, tile)
@@ -190,21 +202,30 @@ def group_size(gs: tuple[int, int]) -> tuple[int, int, int]:
 
 
 def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=None,
-                  tile=(TM, TN, 1)):
+                  tile=(TM, TN, 1), panels=(False, False)):
     """``rows`` x 16 tile: acc_i += A[m_i, k] (broadcast) * B[k, n:n+16] for ``rows`` rows
     m_i (as many as there are when M is smaller: no clamped rows computed in vain), each
-    row held in ``vectors`` registers of ``float{width}`` (``tile``)."""
+    row held in ``vectors`` registers of ``float{width}`` (``tile``). ``panels``: whether
+    A and B are packed in panels (:func:`panel_rows`) and stream contiguously."""
     rows, w, nv = tile
-    tm = min(rows, M)
+    tm = panel_rows(tile, M)
     vt = vtype(w)
+    apanel, bpanel = panels
     L = [f"  const int n0 = {d.index('global', 0)}*{TN};",
          f"  const int m0 = {d.index('global', 1)}*{tm};"]
     acc = lambda i, v: f"acc{i}" if nv == 1 else f"acc{i}_{v}"
+    if apanel:
+        L.append(f"  {d.pointer(const=True)} ap = A + {d.index('global', 1)}*{K * tm};")
+    if bpanel:
+        L.append(f"  {d.pointer(const=True)} bp = B + {d.index('global', 0)}*{K * TN};")
     for i in range(tm):
-        L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
+        if not apanel:
+            L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
         L += [f"  {vt} {acc(i, v)} = ({vt})(0.0f);" for v in range(nv)]
 
     def bload(v):
+        if bpanel:
+            return f"vload{w}(0, bp + k*{TN}{f' + {v * w}' if v else ''})"
         if bconst is not None:
             return f"({vt})({bconst})"
         if sbn == 0:
@@ -218,6 +239,8 @@ def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=Non
     L.append(f"  for (int k = 0; k < {K}; k++) {{")
     L += [f"    const {vt} {bk(v)} = {bload(v)};" for v in range(nv)]
     aval = (lambda i: aconst) if aconst is not None else (lambda i: f"a{i}[k*{sak}]")
+    if apanel:
+        aval = lambda i: f"ap[k*{tm} + {i}]"
     for i in range(tm):
         if nv == 1:
             L.append(f"    {acc(i, 0)} = fma(({vt})({aval(i)}), bk, {acc(i, 0)});")
@@ -226,23 +249,87 @@ def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=Non
             L += [f"      {acc(i, v)} = fma(ai, {bk(v)}, {acc(i, v)});" for v in range(nv)]
             L.append("    }")
     L.append("  }")
-    whole = [acc(i, 0) if nv == 1 else
-             f"(({vtype(TN)})({', '.join(acc(i, v) for v in range(nv))}))" for i in range(tm)]
-    st = store("c_[i_]", TN, "(m0+i_)", "n0")
+    # the epilogue runs on the accumulator registers as they are (``vectors`` registers of
+    # ``width`` per row): transcendentals in an epilogue are 1.6x faster as float8 than as
+    # float16 on 16 AVX2 registers (erf: 0.61 vs 0.38 Gelem/s, one PoCL thread)
+    cols = ["n0"] + [f"nv{v}_" for v in range(1, nv)]
+    L += [f"  const int {cols[v]} = n0 + {v * w};" for v in range(1, nv)]
+    st = [x for v in range(nv) for x in store(f"c{v}_[i_]", w, "(m0+i_)", cols[v])]
     if tm > 1 and sum(len(x) for x in st) > EPILOGUE_LOOP_CHARS:
         # a long epilogue runs in a loop over the tile's rows: its code once, not per row
         # (PoCL's compile time grows with the code; the loop costs nothing measurable)
         guard = "" if M % tm == 0 else f"if (m0+i_ < {M}) "
-        L.append(f"  const {vtype(TN)} c_[{tm}] = {{{', '.join(whole)}}};")
+        L += [f"  const {vt} c{v}_[{tm}] = {{{', '.join(acc(i, v) for i in range(tm))}}};"
+              for v in range(nv)]
         L.append("  #pragma unroll 1")
         L.append(f"  for (int i_ = 0; i_ < {tm}; i_++) {guard}{{ " + " ".join(st) + " }")
         return L, (_cdiv(N, TN), _cdiv(M, tm))
     for i in range(tm):
         row = f"(m0+{i})"
-        st = store(whole[i], TN, row, "n0")
+        st = [x for v in range(nv) for x in store(acc(i, v), w, row, cols[v])]
         guard = "" if M % tm == 0 else f"if ({row} < {M}) "
         L.append(f"  {guard}{{ " + " ".join(st) + " }")
     return L, (_cdiv(N, TN), _cdiv(M, tm))
+
+
+def panel_rows(tile, M: int) -> int:
+    """Rows of A per tile (and per A panel): the tile's, or M when that is smaller.
+
+    Panels (``Ref.panel``): B packed as ``[ceil(N / 16)][K][16]`` floats and A, when it is
+    not contiguous along K, as ``[ceil(M / rows)][K][rows]``, so that a tile reads B (and A)
+    as one contiguous stream. On PoCL (Zen 3, one core, GFLOP/s of CPU time, A row-major ->
+    B row-major / B panels): 1024x512x128 62 -> 84, 1024x128x512 60 -> 78, 128x512x1024
+    45 -> 83; A^T (contiguous along M, a weight gradient) read directly 27-44, from panels
+    69-79, row-major A from panels no faster than directly. Panel rows past M or columns
+    past N hold copies of the last one and are never stored."""
+    return min(tile[0], M)
+
+
+def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
+                d: Dialect = OPENCL) -> Source:
+    """Copy a matmul operand into panels ``[ceil(R / rows)][K][rows]`` at ``dst``.
+
+    ``x`` holds the operand as ``R`` x ``K`` (strides: along R, along K): A's rows with
+    ``rows`` = the tile's rows, or B's columns (``x`` = B^T's view) with ``rows`` = 16.
+    One work-item per panel and chunk of 16 along K, reading the operand in vectors along
+    whichever axis it is contiguous (element by element when neither); rows past ``R``
+    read the floats after the operand's last row or are clamped to it: they feed tile rows
+    or columns that are never stored. Nothing past ``K`` is written.
+    """
+    sr, sk = x.strides
+    nt, nk = _cdiv(R, rows), _cdiv(K, 16)
+    X = f"(buf + {x.offset})"
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  const int g_ = {d.index('global', 0)};", f"  if (g_ >= {nt * nk}) return;",
+         f"  const int t = g_ / {nk}, k0 = (g_ % {nk}) * 16;",
+         f"  {d.pointer()} P = buf + {dst} + t*{K * rows} + k0*{rows};"]
+    # loops with vector bodies, not fully unrolled copies: PoCL's compile time grows with
+    # the code (an unrolled 16x16 transpose of float16 lanes took 300 ms to JIT)
+    L.append(f"  const int kn = min(16, {K} - k0);")
+    lanes = "0123456789abcdef"
+    if sr == 1:                           # contiguous along the panel: a row per k
+        L += ["  for (int kk = 0; kk < kn; kk++) {",
+              f"    {d.pointer(const=True)} src = {X} + (k0+kk)*{sk} + t*{rows};"]
+        at = 0
+        for w in (16, 8, 4, 2, 1):        # rows past R read the next floats (never stored)
+            while rows - at >= w:
+                L.append(f"    vstore{w}(vload{w}(0, src + {at}), 0, P + kk*{rows} + {at});"
+                         if w > 1 else f"    P[kk*{rows} + {at}] = src[{at}];")
+                at += w
+        L.append("  }")
+    elif sk == 1:                         # contiguous along K: 16 k per row load
+        L += [f"  for (int i = 0; i < {rows}; i++) {{",
+              f"    const float16 r = vload16(0, {X} + min(t*{rows}+i, {R - 1})*{sr} + k0);"]
+        L += [f"    {'' if kk == 0 else f'if ({kk} < kn) '}P[{kk * rows} + i] = r.s{lanes[kk]};"
+              for kk in range(16)]
+        L.append("  }")
+    else:                                 # element by element
+        L += ["  for (int kk = 0; kk < kn; kk++)", f"    for (int i = 0; i < {rows}; i++)",
+              f"      P[kk*{rows} + i] = {X}[min(t*{rows}+i, {R - 1})*{sr} + (k0+kk)*{sk}];"]
+    L.append("}")
+    n = nt * nk
+    local = 16 if n >= 64 else 1
+    return Source(name, "\n".join(L), (_cdiv(n, local) * local,), (local,))
 
 
 #: store code (characters) above which a tile's rows are stored in a loop

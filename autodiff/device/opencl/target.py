@@ -8,7 +8,9 @@ device reports:
 * a CPU device vectorises explicit vectors only (PoCL does not vectorise a work-item's own
   loop, and builtins such as ``exp`` stay scalar library calls across work-items: 0.13
   Gelem/s as one work-item per element against 1.5 as ``float16``, PoCL 3.1, one core), so
-  elementwise and reduction kernels get ``vector`` = 16 lanes per work-item;
+  elementwise and reduction kernels get ``vector`` = the native float width lanes per
+  work-item (8 with AVX2: exp 1.7 Gelem/s as ``float8``, 1.5 as ``float16``, erf 0.61 and
+  0.38: wider vectors spill the 16 registers; 16 with AVX-512);
 * the matmul register tile fills the vector register file without spilling: with 16
   registers of 8 floats (AVX2), 6 rows x two ``float8`` accumulators (12 registers, the
   BLIS Haswell micro-kernel shape) ran 2.5-3x faster than 8 rows x one ``float16`` (16
@@ -64,4 +66,5 @@ def for_device(device) -> Target:
     if not device.type & cl.device_type.CPU:
         return Target(vector=1, tile=DEFAULT_TILE, reductions="tree")
     native = int(getattr(device, "native_vector_width_float", 8) or 8)
-    return Target(vector=16, tile=TILES.get(native, DEFAULT_TILE), reductions="row")
+    native = native if native in (4, 8, 16) else 8
+    return Target(vector=native, tile=TILES.get(native, DEFAULT_TILE), reductions="row")
