@@ -809,21 +809,26 @@ class _Lowering:
             parts = [self.views[s.id] for s in n.srcs]
             offs = list(itertools.accumulate([p.shape[arg] for p in parts]))
 
-            def at(idx):
-                val = None
-                for j in range(len(parts) - 1, -1, -1):
-                    lo = offs[j - 1] if j else 0
-                    sub = list(idx)
-                    sub[arg] = simplify(idx[arg] - lo) if lo else idx[arg]
-                    here = parts[j].at(sub)
-                    if val is None:
-                        val = here
-                    else:
-                        c = simplify(Lt(idx[arg], Num(offs[j])))
-                        val = here if c == Num(1) else (val if c == Num(0)
-                                                          else Select(c, here, val))
-                return val
-            return View(shape, at)
+            def part(idx, j):
+                lo = offs[j - 1] if j else 0
+                sub = list(idx)
+                sub[arg] = simplify(idx[arg] - lo) if lo else idx[arg]
+                return parts[j].at(sub)
+
+            def pick(idx, a, b):
+                """Parts ``a..b-1`` as a balanced tree of selects: the nesting of the
+                rendered expression grows with log2 of the number of parts (C compilers
+                limit bracket nesting: 256 in clang)."""
+                if b - a == 1:
+                    return part(idx, a)
+                m = (a + b) // 2
+                c = simplify(Lt(idx[arg], Num(offs[m - 1])))
+                if c == Num(1):
+                    return pick(idx, a, m)
+                if c == Num(0):
+                    return pick(idx, m, b)
+                return Select(c, pick(idx, a, m), pick(idx, m, b))
+            return View(shape, lambda idx: pick(idx, 0, len(parts)))
         raise NotImplementedError(f"lowering: no view rule for {op.name}")
 
 
