@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.tensor import Tensor, zeros
-from .optimizer import Optimizer, check, number, one_minus_pow
+from .optimizer import Optimizer, adam_moments, check, decay, number, one_minus_pow
 
 
 def check_betas(betas) -> None:
@@ -66,15 +66,10 @@ class Adam(Optimizer):
         return st
 
     def update(self, p, g, group, st) -> None:
-        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+        lr, (beta1, beta2) = group["lr"], group["betas"]
         step = st["step"].add_(1.0)
-        if wd:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1.0 - lr * wd)
-            else:
-                g = g + p * wd
-        m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
-        v = st["exp_avg_sq"].mul_(beta2).add_(g * g * (1.0 - beta2))
+        g = decay(p, g, group)
+        m, v = adam_moments(g, st, beta1, beta2)
         if group["amsgrad"]:
             if "max_exp_avg_sq" not in st:
                 st["max_exp_avg_sq"] = zeros(*p.shape)

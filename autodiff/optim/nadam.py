@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor, zeros
 from .adam import check_betas
-from .optimizer import Optimizer, check, number, one_minus_pow, pow_
+from .optimizer import Optimizer, adam_moments, check, decay, number, one_minus_pow, pow_
 
 
 class NAdam(Optimizer):
@@ -44,20 +44,15 @@ class NAdam(Optimizer):
                 "exp_avg": zeros(*p.shape), "exp_avg_sq": zeros(*p.shape)}
 
     def update(self, p, g, group, st) -> None:
-        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+        lr, (beta1, beta2) = group["lr"], group["betas"]
         md = group["momentum_decay"]
         step = st["step"].add_(1.0)
         bc2 = one_minus_pow(beta2, step)
-        if wd:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1.0 - lr * wd)
-            else:
-                g = g + p * wd
+        g = decay(p, g, group)
         mu = (1.0 - 0.5 * pow_(0.96, step * md)) * beta1
         mu_next = (1.0 - 0.5 * pow_(0.96, (step + 1.0) * md)) * beta1
         mp = st["mu_product"].mul_(mu)
-        m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
-        v = st["exp_avg_sq"].mul_(beta2).add_(g * g * (1.0 - beta2))
+        m, v = adam_moments(g, st, beta1, beta2)
         denom = (v / bc2).sqrt() + group["eps"]
         p.sub_(g / denom * (lr * (1.0 - mu) / (1.0 - mp)))
         p.sub_(m / denom * (lr * mu_next / (1.0 - mp * mu_next)))

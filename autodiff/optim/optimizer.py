@@ -97,6 +97,27 @@ def one_minus_pow(beta, step: Tensor):
     return -where(x.abs() < 0.1, taylor, x.exp() - 1.0)
 
 
+def decay(p: Tensor, g: Tensor, group: dict) -> Tensor:
+    """The gradient after ``weight_decay``: ``g + wd * p`` (L2), or with
+    ``decoupled_weight_decay`` ``p *= 1 - lr * wd`` first and ``g`` unchanged (AdamW,
+    Loshchilov & Hutter, "Decoupled Weight Decay Regularization", 2019)."""
+    wd = group["weight_decay"]
+    if not wd:
+        return g
+    if group.get("decoupled_weight_decay"):
+        p.mul_(1.0 - group["lr"] * wd)
+        return g
+    return g + p * wd
+
+
+def adam_moments(g: Tensor, st: dict, beta1, beta2) -> tuple[Tensor, Tensor]:
+    """Adam's moment updates in place (Kingma & Ba, 2015): ``exp_avg`` moves toward ``g``
+    by ``1 - beta1``, ``exp_avg_sq`` toward ``g * g`` by ``1 - beta2``. Returns both."""
+    m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
+    v = st["exp_avg_sq"].mul_(beta2).add_(g * g * (1.0 - beta2))
+    return m, v
+
+
 class Optimizer:
     """Base class, as ``torch.optim.Optimizer``.
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor, where, zeros
 from .adam import check_betas
-from .optimizer import Optimizer, check, number, one_minus_pow, pow_
+from .optimizer import Optimizer, adam_moments, check, decay, number, one_minus_pow, pow_
 
 
 class RAdam(Optimizer):
@@ -44,15 +44,10 @@ class RAdam(Optimizer):
                 "exp_avg_sq": zeros(*p.shape)}
 
     def update(self, p, g, group, st) -> None:
-        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+        lr, (beta1, beta2) = group["lr"], group["betas"]
         step = st["step"].add_(1.0)
-        if wd:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1.0 - lr * wd)
-            else:
-                g = g + p * wd
-        m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
-        v = st["exp_avg_sq"].mul_(beta2).add_(g * g * (1.0 - beta2))
+        g = decay(p, g, group)
+        m, v = adam_moments(g, st, beta1, beta2)
         bc2 = one_minus_pow(beta2, step)
         m_hat = m / one_minus_pow(beta1, step)
         rho_inf = 2.0 / (1.0 - beta2) - 1.0
