@@ -18,6 +18,9 @@ from opt_helpers import check_wellformed, effects, snapshot
 from opt_programs import assert_same, build, execute_graph, specs
 
 DERANDOMIZE = not os.environ.get("HYPOTHESIS_RANDOM")
+#: programs drawn per run (200 in the suite, which must stay short; more for a search:
+#: HYPOTHESIS_EXAMPLES=2000 HYPOTHESIS_RANDOM=1)
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", 200))
 RTOL, ATOL = 1e-5, 1e-6
 
 
@@ -27,7 +30,7 @@ def _check(prog, ref, graph, what, rtol=RTOL, atol=ATOL):
     assert_same(ref, execute_graph(prog, graph), rtol, atol, what)
 
 
-@settings(max_examples=500, deadline=None, derandomize=DERANDOMIZE, database=None,
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(specs())
 def test_every_pass_preserves_what_the_user_observes(spec):

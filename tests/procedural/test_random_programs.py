@@ -22,6 +22,9 @@ from autodiff.device.numpy.procedural import compile_procedural  # noqa: E402
 from autodiff.opt import optimize  # noqa: E402
 
 DERANDOMIZE = not os.environ.get("HYPOTHESIS_RANDOM")
+#: programs drawn per run (200 in the suite, which must stay short; more for a search:
+#: HYPOTHESIS_EXAMPLES=2000 HYPOTHESIS_RANDOM=1)
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", 200))
 RTOL, ATOL = 1e-5, 1e-6
 
 MODES = {
@@ -31,7 +34,7 @@ MODES = {
 }
 
 
-@settings(max_examples=500, deadline=None, derandomize=DERANDOMIZE, database=None,
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(specs())
 def test_procedural_executor_matches_the_graph_interpreter(spec):

@@ -30,7 +30,7 @@ from ..opencl import dtypes as _dtypes, philox as _philox
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
 #: stores of the dot-form tile); a template using another width needs it added here
-WIDTHS = (4, 16)
+WIDTHS = (4, 8, 16)
 LANES = "0123456789abcdef"
 
 #: OpenCL math builtins generic over float/floatN -> the CUDA float function (one operand
