@@ -232,10 +232,15 @@ def _key(name: str) -> str:
 
 
 def _select(spec, items, labels):
+    """``items`` named in ``spec`` (comma-separated): a whole name selects that item only
+    (``autodiff:tvm``, not ``autodiff:tvm-tuned``), any other word every name containing it."""
     if not spec:
         return list(items)
     wanted = [w.strip().lower() for w in spec.split(",") if w.strip()]
-    return [i for i in items if any(w in lab.lower() for w in wanted for lab in labels(i))]
+    exact = {lab.lower() for i in items for lab in labels(i)} & set(wanted)
+    return [i for i in items if any(
+        w == lab.lower() or (w not in exact and w in lab.lower())
+        for w in wanted for lab in labels(i))]
 
 
 def run_all(args, argv: list[str]) -> dict:

@@ -113,13 +113,16 @@ def test_shared_math_matches_between_numpy_and_torch(name):
 
 @pytest.mark.slow
 def test_w1_runs_on_every_installed_system(tmp_path):
+    """Every system but the meta_schedule-tuned TVM variant (tuning takes minutes on a cold
+    cache: full bench runs only; the device's tuning path has its own opt-in test)."""
     out, md = tmp_path / "r.json", tmp_path / "B.md"
+    chosen = [s for s in systems() if not s.name.endswith("-tuned")]
     main(["--workloads", "W1", "--steps", "3", "--caches", "warm", "--json", str(out),
-          "--md", str(md)])
+          "--md", str(md), "--systems", ",".join(s.name for s in chosen)])
     results = json.loads(out.read_text())
     rows = {r["system"]: r for r in results["workloads"][0]["rows"]}
-    assert set(rows) == {s.name for s in systems()}
-    for s in systems():
+    assert set(rows) == {s.name for s in chosen}
+    for s in chosen:
         r = rows[s.name]
         if missing(s) or r["status"].startswith("missing"):
             assert r["status"] != "ok"
