@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE.parent / "graph"))
 sys.path.insert(0, str(HERE.parent / "opt"))
 
 import autodiff as ad  # noqa: E402
+from host_contract import feeder, loop_program, state_after  # noqa: E402,F401
 
 
 def recorded(fn) -> list:
@@ -145,41 +146,3 @@ def sweep(dev):
     report = ad.execute(device=dev)
     return [o.numpy() for o in outs] + [loss.numpy(), a.grad.numpy(), b.grad.numpy(),
                                         c.grad.numpy()], report
-
-
-def loop_program(steps, feed, recv, dropout=False):
-    ad.manual_seed(1)
-    w = ad.Tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), requires_grad=True)
-    from autodiff.nn import functional as F
-    from autodiff.optim import SGD
-    opt = SGD([w], lr=0.1)
-
-    def body():
-        opt.zero_grad()
-        x = ad.Feeder(feed, shape=[2, 3], name="x")
-        h = (x @ w).tanh()
-        if dropout:
-            h = F.dropout(h, 0.5)
-        loss = (h ** 2).sum()
-        loss.backward()
-        opt.step()
-        ad.Receiver(recv, [loss, w], name="loss")
-    ad.ir_for(range(steps), body)
-    return w
-
-
-def feeder():
-    k = [0]
-
-    def feed():
-        k[0] += 1
-        return np.full((2, 3), 0.1 * k[0], np.float32)
-    return feed
-
-
-def state_after(steps):
-    w = loop_program(steps, feeder(), lambda *a: None)
-    ad.execute(device="numpy")
-    out = w.numpy()
-    ad.reset()
-    return out

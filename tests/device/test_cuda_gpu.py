@@ -19,7 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "opt"))
 
 import cuda_programs  # noqa: E402
-from cuda_programs import feeder, loop_program, state_after, sweep  # noqa: E402
+from cuda_programs import feeder, loop_program, sweep  # noqa: E402
+from host_contract import (check_feeder_error, check_gather_out_of_range,  # noqa: E402
+                           check_receiver_error)
 
 import autodiff as ad  # noqa: E402
 from autodiff.device.cuda import driver  # noqa: E402
@@ -99,39 +101,15 @@ def test_receivers_in_order(dropout):
 
 
 def test_receiver_error_restores_last_completed_iteration():
-    expected = state_after(5)
-
-    def recv(loss, w):
-        recv.n += 1
-        if recv.n == 6:
-            raise ValueError("stop")
-    recv.n = 0
-    w = loop_program(12, feeder(), recv)
-    with pytest.raises(ad.ReceiverError, match="iteration 5"):
-        ad.execute(device="cuda")
-    np.testing.assert_allclose(w.numpy(), expected, rtol=RTOL, atol=ATOL)
+    check_receiver_error("cuda")
 
 
 def test_wrong_feeder_shape_keeps_last_completed_iteration():
-    expected = state_after(3)
-    good = feeder()
-
-    def feed():
-        feed.n += 1
-        return good() if feed.n <= 3 else np.zeros((3, 3), np.float32)
-    feed.n = 0
-    w = loop_program(8, feed, lambda *a: None)
-    with pytest.raises(ad.FeederError, match="iteration 3"):
-        ad.execute(device="cuda")
-    np.testing.assert_allclose(w.numpy(), expected, rtol=RTOL, atol=ATOL)
+    check_feeder_error("cuda")
 
 
 def test_gather_out_of_range_raises():
-    table = ad.Tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
-    out = table[ad.Tensor(np.array([1, 7], np.int32))] * 1.0
-    with pytest.raises(IndexError):
-        ad.execute(device="cuda")
-    del out
+    check_gather_out_of_range("cuda")
 
 
 @pytest.mark.slow

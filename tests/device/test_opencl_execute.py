@@ -17,6 +17,8 @@ except device.OpenCLUnavailable as e:
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import linear  # noqa: E402
+from host_contract import (check_feeder_error, check_gather_out_of_range,  # noqa: E402
+                           check_receiver_error, feeder, loop_program)
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -73,39 +75,13 @@ def test_linear_sgd_matches_numpy():
     assert report.stats["opencl"]["kernels"] <= 8     # fused: DP+Elw, Reduce+Elw groups
 
 
-def _loop_program(steps, feed, recv):
-    ad.manual_seed(1)
-    w = ad.Tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), requires_grad=True)
-    from autodiff.optim import SGD
-    opt = SGD([w], lr=0.1)
-
-    def body():
-        opt.zero_grad()
-        x = ad.Feeder(feed, shape=[2, 3], name="x")
-        loss = ((x @ w).tanh() ** 2).sum()
-        loss.backward()
-        opt.step()
-        ad.Receiver(recv, [loss, w], name="loss")
-    ad.ir_for(range(steps), body)
-    return w
-
-
-def _feeder():
-    k = [0]
-
-    def feed():
-        k[0] += 1
-        return np.full((2, 3), 0.1 * k[0], np.float32)
-    return feed
-
-
 def test_receivers_in_order_and_copies():
     seen_ref, seen = [], []
-    w = _loop_program(12, _feeder(), lambda l, w: seen_ref.append((float(l), w)))
+    w = loop_program(12, feeder(), lambda l, w: seen_ref.append((float(l), w)))
     ad.execute(device="numpy")
     w_ref = w.numpy()
     ad.reset()
-    w = _loop_program(12, _feeder(), lambda l, w: seen.append((float(l), w)))
+    w = loop_program(12, feeder(), lambda l, w: seen.append((float(l), w)))
     ad.execute(device="opencl")
     assert len(seen) == 12
     np.testing.assert_allclose([s[0] for s in seen], [s[0] for s in seen_ref], rtol=RTOL,
@@ -115,50 +91,16 @@ def test_receivers_in_order_and_copies():
     np.testing.assert_allclose(w.numpy(), w_ref, rtol=RTOL, atol=ATOL)
 
 
-def _state_after(steps):
-    w = _loop_program(steps, _feeder(), lambda *a: None)
-    ad.execute(device="numpy")
-    out = w.numpy()
-    ad.reset()
-    return out
-
-
 def test_receiver_error_restores_last_completed_iteration():
-    expected = _state_after(5)
-
-    def recv(loss, w):
-        recv.n += 1
-        if recv.n == 6:
-            raise ValueError("stop")
-    recv.n = 0
-    w = _loop_program(12, _feeder(), recv)
-    with pytest.raises(ad.ReceiverError, match="iteration 5") as e:
-        ad.execute(device="opencl")
-    assert isinstance(e.value.__cause__, ValueError)
-    np.testing.assert_allclose(w.numpy(), expected, rtol=RTOL, atol=ATOL)
+    check_receiver_error("opencl")
 
 
 def test_feeder_error_keeps_last_completed_iteration():
-    expected = _state_after(3)
-    good = _feeder()
-
-    def feed():
-        feed.n += 1
-        return good() if feed.n <= 3 else np.zeros((3, 3), np.float32)
-    feed.n = 0
-    w = _loop_program(8, feed, lambda *a: None)
-    with pytest.raises(ad.FeederError, match="iteration 3"):
-        ad.execute(device="opencl")
-    np.testing.assert_allclose(w.numpy(), expected, rtol=RTOL, atol=ATOL)
+    check_feeder_error("opencl")
 
 
 def test_gather_out_of_range_raises():
-    table = ad.Tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
-    idx = ad.Tensor(np.array([1, 7], np.int32))
-    out = table[idx] * 1.0
-    with pytest.raises(IndexError):
-        ad.execute(device="opencl")
-    del out
+    check_gather_out_of_range("opencl")
 
 
 def test_gather_and_int_feeder():
