@@ -82,7 +82,7 @@ def _fuse(program: Program, passes) -> Program:
                 used.update(id(b) for b in s.reads() + s.writes())
     visit(body)
     bufs = [b for b in program.buffers if id(b) in used or b.kind.value in ("param", "output")]
-    return Program(body, bufs, dict(program.outputs), "fused")
+    return Program(body, bufs, dict(program.outputs), "fused", program.graph)
 
 
 __all__ = ["fuse", "fuse_dp_elw", "fuse_reduce_elw", "fuse_elw", "PASSES"]

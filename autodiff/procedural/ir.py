@@ -628,11 +628,15 @@ class Program:
         outputs: graph node id -> OUTPUT buffer holding its value after the run (the
             top-level ``graph.outputs``).
         title: printed header (``"procedural"`` or ``"fused"``).
+        graph: the graph IR the statements were lowered from, after
+            :func:`~autodiff.opt.lower_control.lower_control` (statements name its node
+            ids; control lowering gives branch bodies new nodes).
     """
     body: list[Stmt]
     buffers: list[Buffer]
     outputs: dict[int, Buffer] = field(default_factory=dict)
     title: str = "procedural"
+    graph: object = field(default=None, repr=False, compare=False)
 
     def walk(self) -> Iterator[tuple[Stmt, int]]:
         """``(statement, depth)`` pairs, the blocks of ``For``/``If``/``While`` included, in

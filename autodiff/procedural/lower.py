@@ -127,6 +127,7 @@ def lower(graph: Graph, **options) -> Program:
     with gc_paused():
         lowered = lower_control(graph)
         prog = _Lowering(lowered).run()
+    prog.graph = lowered
     if lowered is not graph:      # outputs by the caller's node ids
         prog.outputs = {o.id: prog.outputs[n.id] for o, n in zip(graph.outputs, lowered.outputs)}
     return prog

@@ -6,6 +6,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from backends import opencl_missing
 from example_loader import load_example
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "transformer.py"
@@ -56,11 +57,13 @@ def test_short_run_learns(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_validation_inside_the_training_loop():
+@pytest.mark.parametrize("device", ["numpy", pytest.param("opencl", marks=pytest.mark.skipif(
+    opencl_missing() is not None, reason=str(opencl_missing())))])
+def test_validation_inside_the_training_loop(device):
     """One ir_if evaluates the validation loss every N steps on the device; the last one
     equals the separate evaluation after training."""
     ex = _load_example()
-    out = ex.main(["--device", "numpy", "--steps", "12", "--layers", "1", "--d-model", "16",
+    out = ex.main(["--device", device, "--steps", "12", "--layers", "1", "--d-model", "16",
                    "--heads", "2", "--seq", "8", "--batch", "4", "--eval-batches", "2",
                    "--sample-len", "0", "--plot", "", "--no-progress", "--eval-every", "4"])
     steps = [s for s, _ in out["val_during"]]

@@ -10,6 +10,7 @@ import torch
 import autodiff as ad
 from autodiff.nn import MSELoss
 from autodiff.optim import SGD
+from backends import opencl_missing
 from control_helpers import Feed, assert_params, data, models, path_params, run
 
 N = 50
@@ -269,3 +270,26 @@ def test_gradient_of_a_branch_outside_any_loop(path):
         np.testing.assert_allclose(y.numpy(), (np.exp(x0 * x0) if flag else np.sin(3 * x0)),
                                    rtol=1e-6)
         np.testing.assert_allclose(g.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device,ir", [
+    ("numpy", "graph"), ("numpy", "procedural"),
+    pytest.param("opencl", "graph", marks=pytest.mark.skipif(
+        opencl_missing() is not None, reason=str(opencl_missing())))])
+def test_range_checked_gather_inside_a_branch(device, ir):
+    """A range-checked gather (an embedding lookup, its ids fed each iteration) in an
+    ``ir_if`` branch with a result, inside the loop, which control lowering rewrites."""
+    table = ad.Tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    seen = []
+
+    def body(i):
+        idx = ad.Feeder(lambda: np.array([3, 1], np.int32), [2], "int32", name="ids")
+        # a branch with a result: control lowering rewrites it (new nodes)
+        v = ad.ir_if(i % 2 == 1, lambda: table[idx].sum(0) * i, lambda: table[0] * 0.0)
+        ad.ir_if(i % 2 == 1, lambda: ad.Receiver(lambda v: seen.append(v.copy()), [v]))
+    ad.ir_for(4, body)
+    ad.execute(device=device, **({"ir": ir} if device == "numpy" else {}))
+    rows = table.numpy()[[3, 1]].sum(0)
+    assert len(seen) == 2
+    np.testing.assert_allclose(seen[0], rows * 1, rtol=1e-6)
+    np.testing.assert_allclose(seen[1], rows * 3, rtol=1e-6)

@@ -524,7 +524,7 @@ def compile_procedural(graph, fuse: bool = True, offsets: dict | None = None,
         offsets, stages["alloc"] = mem.buffer_offsets(), mem
         if report is not None:
             report.stats["memory"] = mem.stats()
-    nodes = {n.id: n for n in graph.walk()}
+    nodes = {n.id: n for g in (graph, prog.graph or graph) for n in g.walk()}
     sites = [n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)]
     return ProceduralExecutor(run, stages, offsets, by_member, nodes, sites,
                               options.get("prefetch"))

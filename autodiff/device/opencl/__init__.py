@@ -348,7 +348,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
-    nodes = {n.id: n for n in graph.walk()}
+    nodes = {n.id: n for g in (graph, prog.graph or graph) for n in g.walk()}
     sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
     checked: list = []
     steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
