@@ -134,14 +134,7 @@ def main(argv=None) -> dict:
     """Train, evaluate, sample; print the figures. Returns them as a dict."""
     args = parse_args(argv)
     ad.manual_seed(args.seed)
-    text = load_text()
-    vocab = Vocab(text)
-    ids = vocab.encode(text)
-    split = int(0.9 * len(ids))
-    train_ids, val_ids = ids[:split], ids[split:]
-    print(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, "
-          f"train {len(train_ids):,} / validation {len(val_ids):,}; "
-          f"ln(vocab) = {math.log(len(vocab)):.3f}")
+    vocab, train_ids, val_ids = _tx.corpus()
     model = CharLSTM(len(vocab), args.embed, args.hidden, args.layers)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: embedding {args.embed}, {args.layers}-layer LSTM {args.hidden}, seq "

@@ -134,6 +134,20 @@ def _lm_loss(model: CharTransformer, x: ad.Tensor, y: ad.Tensor) -> ad.Tensor:
 
 
 # -- programs ---------------------------------------------------------------------------------
+def corpus(say=print):
+    """The corpus as ``(vocab, train ids, validation ids)``: the first 90% of the encoded
+    text trains, the rest validates; ``say`` prints the sizes."""
+    text = load_text()
+    vocab = Vocab(text)
+    ids = vocab.encode(text)
+    split = int(0.9 * len(ids))
+    train_ids, val_ids = ids[:split], ids[split:]
+    say(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, "
+        f"train {len(train_ids):,} / validation {len(val_ids):,}; "
+        f"ln(vocab) = {math.log(len(vocab)):.3f}")
+    return vocab, train_ids, val_ids
+
+
 def val_windows(ids: np.ndarray, batch: int, seq: int, max_batches: int = 16):
     """Consecutive ``[n, batch, seq]`` token windows of ``ids`` and their next-token
     targets (the validation set)."""
@@ -392,14 +406,7 @@ def main(argv=None) -> dict:
     rank, world = (dist.get_rank(), dist.get_world_size()) if args.data_parallel else (0, 1)
     say = print if rank == 0 else (lambda *a, **k: None)
     ad.manual_seed(args.seed)
-    text = load_text()
-    vocab = Vocab(text)
-    ids = vocab.encode(text)
-    split = int(0.9 * len(ids))
-    train_ids, val_ids = ids[:split], ids[split:]
-    say(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, "
-        f"train {len(train_ids):,} / validation {len(val_ids):,}; "
-        f"ln(vocab) = {math.log(len(vocab)):.3f}")
+    vocab, train_ids, val_ids = corpus(say)
 
     model = CharTransformer(len(vocab), args.d_model, args.heads, args.layers, args.seq,
                             args.dropout)
@@ -434,7 +441,7 @@ def main(argv=None) -> dict:
     say(f"device {report.device}: trace {t_trace:.2f} s, compile {t_compile:.2f} s, "
         f"run {t_run:.2f} s ({t_run / args.steps * 1e3:.1f} ms/step, {tok_s:,.0f} tokens/s"
         + (f" on {world} processes)" if args.data_parallel else ")"))
-    say(f"graph IR nodes: " + " -> ".join(f"{k} {v}" for k, v in report.nodes.items()))
+    say("graph IR nodes: " + " -> ".join(f"{k} {v}" for k, v in report.nodes.items()))
     mem = report.stats.get("memory")
     say(f"memory plan: {mem}" if mem else
         "memory plan: none (this device runs without an arena; try --device opencl)")
