@@ -19,7 +19,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .digits import BATCH, N_TRAIN, STEPS_PER_EPOCH, _split
+from . import digits
+from .digits import BATCH, STEPS_PER_EPOCH, _split
 from .layers import matmul_flops
 from .spec import Data, Workload
 
@@ -40,16 +41,11 @@ def init(seed: int) -> dict:
 
 
 def data(steps: int) -> Data:
-    """Minibatches ``x [steps, 64, 1, 8, 8]`` and one-hot labels ``y [steps, 64, 10]`` (W4's
-    order)."""
-    x, y, _, _ = _split()
-    rng = np.random.default_rng(2)
-    epochs = -(-steps // STEPS_PER_EPOCH)
-    order = np.concatenate([rng.permutation(N_TRAIN)[:STEPS_PER_EPOCH * BATCH]
-                            for _ in range(epochs)])[:steps * BATCH]
-    onehot = np.eye(10, dtype=np.float32)[y[order]]
-    return Data(stream={"x": x[order].reshape(steps, BATCH, 1, 8, 8),
-                        "y": onehot.reshape(steps, BATCH, 10)})
+    """Minibatches ``x [steps, 64, 1, 8, 8]`` and one-hot labels ``y [steps, 64, 10]``:
+    W4's batches (:func:`.digits.data`) as one-channel images."""
+    d = digits.data(steps)
+    return Data(stream={"x": d.stream["x"].reshape(steps, BATCH, 1, 8, 8),
+                        "y": d.stream["y"]})
 
 
 def _np_conv(x, w):
