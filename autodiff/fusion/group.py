@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import weakref
 
 from ..procedural.access import Expr, Num, Var, simplify, substitute, variables
 from ..procedural.ir import (BLOCKS, Acc, Apply, BufferKind, Const, DotProduct, Elementwise,
@@ -192,6 +193,13 @@ def _build(anchor, members, read_outside):
         for o in anchor.outs:
             out_index[id(o.buffer)] = o.index
     producer = {id(o.buffer): (m, o) for m in members for o in m.outs}
+    loads_of = {id(m): member_loads(m) for m in members}
+    read_by: dict[int, list] = {}            # id(m) -> (reader c, its load, m's output)
+    for c in members:
+        for ld in loads_of[id(c)]:
+            pm = producer.get(id(ld.buffer))
+            if pm:
+                read_by.setdefault(id(pm[0]), []).append((c, ld, pm[1]))
     # fixpoint: map members through any link to an already mapped one
     changed = True
     while changed:
@@ -204,32 +212,21 @@ def _build(anchor, members, read_outside):
             if space_size(m.shape) != size:
                 continue
             got = None
-            for v in m.values():                       # m reads a mapped result
-                for ld in _loads(v):
-                    if id(ld.buffer) in out_index:
-                        inv = invert(ld.index, m.vars)
-                        if inv and inv[1] == size:
-                            got = at_p(*inv, out_index[id(ld.buffer)])
-                            break
-                if got:
-                    break
+            for ld in loads_of[id(m)]:                 # m reads a mapped result
+                if id(ld.buffer) in out_index:
+                    inv = invert(ld.index, m.vars)
+                    if inv and inv[1] == size:
+                        got = at_p(*inv, out_index[id(ld.buffer)])
+                        break
             if got is None:                            # a mapped member reads m's result
-                for c in members:
+                for c, ld, o in read_by.get(id(m), ()):
                     if id(c) not in mapping or c is m:
                         continue
-                    for v in c.values():
-                        for ld in _loads(v):
-                            pm = producer.get(id(ld.buffer))
-                            if pm and pm[0] is m:
-                                inv = invert(pm[1].index, m.vars)
-                                read = subst_index(ld.index, mapping[id(c)])
-                                whole = invert(read, t_vars)     # c reads all of m, once
-                                if inv and inv[1] == size and whole and whole[1] == size:
-                                    got = at_p(*inv, read)
-                                    break
-                        if got:
-                            break
-                    if got:
+                    inv = invert(o.index, m.vars)
+                    read = subst_index(ld.index, mapping[id(c)])
+                    whole = invert(read, t_vars)     # c reads all of m, once
+                    if inv and inv[1] == size and whole and whole[1] == size:
+                        got = at_p(*inv, read)
                         break
             if got is not None:
                 mapping[id(m)] = got
@@ -314,6 +311,18 @@ def _build(anchor, members, read_outside):
 
 def _loads(v: Value):
     return [x for x in walk_values(v) if isinstance(x, Load)]
+
+
+_MEMBER_LOADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def member_loads(m) -> list:
+    """Every :class:`Load` of ``m.values()``, in order; computed once per statement (a
+    group is rebuilt at every candidate, its members' loads stay the same)."""
+    hit = _MEMBER_LOADS.get(m)
+    if hit is None:
+        hit = _MEMBER_LOADS[m] = [ld for v in m.values() for ld in _loads(v)]
+    return hit
 
 
 def _value_vars(v: Value) -> set:
@@ -408,14 +417,6 @@ class Schedule:
     def read_outside(self, group_ids: set):
         return lambda b: any(i not in group_ids for _, i in self.readers.get(id(b), ()))
 
-    def _between(self, lst, lo, hi, group_ids) -> bool:
-        k = bisect.bisect_right(lst, (lo, float("inf")))
-        while k < len(lst) and lst[k][0] < hi:
-            if lst[k][1] not in group_ids:
-                return True
-            k += 1
-        return False
-
     def placement(self, group: list) -> int | None:
         """The rank at which all of ``group`` may run as one kernel, or None.
 
@@ -426,28 +427,44 @@ class Schedule:
         schedule puts an update that needs no gradient, such as AdamW's weight decay of a
         bias, right after the forward pass's last read of the bias, between a matmul and
         its epilogue: the epilogue then joins at the matmul's rank.)
+
+        A member may move anywhere strictly between the nearest statements outside the
+        group that block it (:meth:`_reach`), so the group goes to the latest member rank
+        inside the intersection of those open intervals: ``O(members x buffers)``
+        bisections, not a scan per member and candidate rank.
         """
         ids = {id(s) for s in group}
-        ranks = sorted({self.rank[i] for i in ids}, reverse=True)
-        for p in ranks:
-            if all(self._movable(s, p, ids) for s in group):
-                return p
-        return None
+        lo, hi = -1, float("inf")
+        for s in group:
+            a, b = self._reach(s, ids)
+            lo, hi = max(lo, a), min(hi, b)
+            if lo >= hi:
+                return None
+        ranks = [self.rank[i] for i in ids if lo < self.rank[i] < hi]
+        return max(ranks) if ranks else None
 
-    def _movable(self, s, p: int, ids: set) -> bool:
+    def _reach(self, s, ids: set) -> tuple:
+        """``(lo, hi)``: the ranks of the nearest statements before and after ``s`` (-1 and
+        inf if none) that are outside ``ids`` and read or write what ``s`` writes, or write
+        what it reads: ``s`` may move to any rank strictly between them."""
         r = self.rank[id(s)]
-        if r == p:
-            return True
-        lo, hi = min(r, p), max(r, p)
         reads, writes = self.touched(s)
-        for b in writes:
-            if self._between(self.readers.get(id(b), []), lo, hi, ids) or \
-                    self._between(self.writers.get(id(b), []), lo, hi, ids):
-                return False
-        for b in reads:
-            if self._between(self.writers.get(id(b), []), lo, hi, ids):
-                return False
-        return True
+        lists = [self.readers.get(id(b), ()) for b in writes] + \
+            [self.writers.get(id(b), ()) for b in writes] + \
+            [self.writers.get(id(b), ()) for b in reads]
+        lo, hi = -1, float("inf")
+        for lst in lists:
+            k = bisect.bisect_right(lst, (r, float("inf")))     # first entry after r
+            while k < len(lst) and lst[k][0] < hi and lst[k][1] in ids:
+                k += 1
+            if k < len(lst) and lst[k][0] < hi:
+                hi = lst[k][0]
+            k = bisect.bisect_left(lst, (r,)) - 1               # last entry before r
+            while k >= 0 and lst[k][0] > lo and lst[k][1] in ids:
+                k -= 1
+            if k >= 0 and lst[k][0] > lo:
+                lo = lst[k][0]
+        return lo, hi
 
     def legal(self, group: list) -> bool:
         """Whether all of ``group`` may run as one kernel (:meth:`placement`)."""
