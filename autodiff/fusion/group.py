@@ -200,16 +200,21 @@ def _build(anchor, members, read_outside):
             pm = producer.get(id(ld.buffer))
             if pm:
                 read_by.setdefault(id(pm[0]), []).append((c, ld, pm[1]))
+    sizes = {id(m): space_size(m.shape) for m in members}
+    published: set[int] = set()              # mapped members whose outs are in out_index
     # fixpoint: map members through any link to an already mapped one
     changed = True
     while changed:
         changed = False
         for m in members:
             if id(m) in mapping:
-                for o in m.outs:
-                    out_index.setdefault(id(o.buffer), subst_index(o.index, mapping[id(m)]))
+                if id(m) not in published:
+                    published.add(id(m))
+                    for o in m.outs:
+                        out_index.setdefault(id(o.buffer),
+                                             subst_index(o.index, mapping[id(m)]))
                 continue
-            if space_size(m.shape) != size:
+            if sizes[id(m)] != size:
                 continue
             got = None
             for ld in loads_of[id(m)]:                 # m reads a mapped result
@@ -262,9 +267,13 @@ def _build(anchor, members, read_outside):
                 return r
             return v
         if isinstance(v, Apply):
-            return Apply(v.op, tuple(resolve(a, depth) for a in v.args), v.dtype, v.arg)
+            args = tuple(resolve(a, depth) for a in v.args)
+            if all(a is b for a, b in zip(args, v.args)):
+                return v                             # unchanged: keep (and its memos)
+            return Apply(v.op, args, v.dtype, v.arg)
         if isinstance(v, Select):
-            return Select(v.cond, resolve(v.a, depth), resolve(v.b, depth))
+            a, b = resolve(v.a, depth), resolve(v.b, depth)
+            return v if a is v.a and b is v.b else Select(v.cond, a, b)
         return v
 
     outs: list[Output] = []
@@ -281,8 +290,8 @@ def _build(anchor, members, read_outside):
         mp = mapping[id(m)]
         for o in m.outs:
             idx = subst_index(o.index, mp)
-            val = resolve(subst_value(o.value, mp))
-            if (variables(idx) | _value_vars(val)) - set(t_vars):
+            val = resolve(_memo(_SUBV, o.value, mp, subst_value))
+            if (variables(idx) | _memo(_VARS, val, None, _value_vars)) - set(t_vars):
                 raise _Fail
             outs.append(Output(o.buffer, idx, val))
             regs[id(o.buffer)] = idx
@@ -292,11 +301,11 @@ def _build(anchor, members, read_outside):
     values = [o.value for o in outs] + ([kernel_src] if kernel_src is not None else [])
     if isinstance(anchor, DotProduct):
         values += [anchor.a, anchor.b]
-    if any(id(ld.buffer) in inside for v in values for ld in _loads(v)):
+    if any(id(ld.buffer) in inside for v in values for ld in _memo(_LOADS, v, None, _loads)):
         raise _Fail                                  # a group-internal value read from memory
     _check_hazards(anchor, kernel_src, outs, inside)
-    if sum(_count(o.value) for o in outs) + (_count(kernel_src) if kernel_src else 0) \
-            > MAX_VALUE_NODES:
+    if sum(_memo(_COUNT, o.value, None, _count) for o in outs) \
+            + (_count(kernel_src) if kernel_src else 0) > MAX_VALUE_NODES:
         raise _Fail
     if anchor is None:
         kernel = Elementwise(t_shape, t_vars, tuple(outs))
@@ -311,6 +320,25 @@ def _build(anchor, members, read_outside):
 
 def _loads(v: Value):
     return [x for x in walk_values(v) if isinstance(x, Load)]
+
+
+_SUBV: dict = {}        # (id(value), id(mapping)) -> subst_value(...)
+_VARS: dict = {}        # id(value) -> _value_vars(...)
+_LOADS: dict = {}       # id(value) -> _loads(...)
+_COUNT: dict = {}       # id(value) -> _count(...)
+
+
+def _memo(table: dict, v, mapping, fn):
+    """``fn(v, mapping)`` (``fn(v)`` when ``mapping`` is None), memoized by the identity
+    of ``v`` and ``mapping`` (values and mappings are never mutated; the entry keeps
+    both alive, so an id is not reused while it is in the table)."""
+    key = (id(v), id(mapping))
+    hit = table.get(key)
+    if hit is None or hit[0] is not v or hit[1] is not mapping:
+        if len(table) >= _MEMO_MAX:
+            table.clear()
+        hit = table[key] = (v, mapping, fn(v) if mapping is None else fn(v, mapping))
+    return hit[2]
 
 
 _MEMBER_LOADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -372,6 +400,7 @@ class Schedule:
         self.seq = itertools.count()
         self._touched: dict[int, tuple] = {}
         self._keep = list(stmts)            # keeps ids in _touched unique while we run
+        self._reaches: dict[int, tuple] = {}  # id(stmt) -> _reach's result, until a commit
         for s in stmts:
             self._index(s)
         self.taken: set[int] = set()
@@ -446,24 +475,39 @@ class Schedule:
     def _reach(self, s, ids: set) -> tuple:
         """``(lo, hi)``: the ranks of the nearest statements before and after ``s`` (-1 and
         inf if none) that are outside ``ids`` and read or write what ``s`` writes, or write
-        what it reads: ``s`` may move to any rank strictly between them."""
+        what it reads: ``s`` may move to any rank strictly between them.
+
+        Memoized per statement until the next :meth:`commit`: a result stays valid for
+        another group while the two statements bounding it stay outside the group and the
+        conflicting statements it skipped (group members in between) stay inside."""
+        hit = self._reaches.get(id(s))
+        if hit is not None:
+            lo, hi, skipped = hit
+            if (lo < 0 or id(self.stmt[lo]) not in ids) and \
+                    (hi == float("inf") or id(self.stmt[hi]) not in ids) and \
+                    all(i in ids for r, i in skipped if lo < r < hi):
+                return lo, hi
         r = self.rank[id(s)]
         reads, writes = self.touched(s)
         lists = [self.readers.get(id(b), ()) for b in writes] + \
             [self.writers.get(id(b), ()) for b in writes] + \
             [self.writers.get(id(b), ()) for b in reads]
         lo, hi = -1, float("inf")
+        skipped = []
         for lst in lists:
             k = bisect.bisect_right(lst, (r, float("inf")))     # first entry after r
             while k < len(lst) and lst[k][0] < hi and lst[k][1] in ids:
+                skipped.append(lst[k])
                 k += 1
             if k < len(lst) and lst[k][0] < hi:
                 hi = lst[k][0]
             k = bisect.bisect_left(lst, (r,)) - 1               # last entry before r
             while k >= 0 and lst[k][0] > lo and lst[k][1] in ids:
+                skipped.append(lst[k])
                 k -= 1
             if k >= 0 and lst[k][0] > lo:
                 lo = lst[k][0]
+        self._reaches[id(s)] = (lo, hi, skipped)
         return lo, hi
 
     def legal(self, group: list) -> bool:
@@ -475,6 +519,7 @@ class Schedule:
         at = self.placement(group)
         if at is None:
             raise ValueError("fusion: committing a group that cannot be placed")
+        self._reaches.clear()
         for s in group:
             self._unindex(s)
             del self.stmt[self.rank[id(s)]]
