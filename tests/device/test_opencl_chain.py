@@ -110,3 +110,46 @@ def test_gpu_devices_get_no_chains():
     assert chain.default_work(Dev(cl.device_type.CPU)) == chain.CHAIN_WORK
     assert chain.default_work(Dev(cl.device_type.GPU)) == 0
     assert not chain.is_cpu(Dev(cl.device_type.ACCELERATOR))
+
+
+def test_dispatch_kernels_agree_with_one_wrapper_per_body(opencl_executables, monkeypatch):
+    """With no chains (``chain_work=0``) every kernel of the linear example is an NDRange
+    launch: by default the bodies of one local size share a dispatch kernel (a ``switch``
+    on its first argument); with ``DISPATCH_MAX = 1`` each body has its own wrapper. Both
+    give the same losses and parameters, and the dispatch program has fewer kernels."""
+    l0, p0, s0 = _linear(20, chain_work=0)
+    monkeypatch.setattr(chain, "DISPATCH_MAX", 1)
+    l1, p1, s1 = _linear(20, chain_work=0)
+    src0, src1 = (str(e.stages["opencl"]) for e in opencl_executables)
+    assert "switch (which)" in src0 and "switch (which)" not in src1
+    assert s0["program_kernels"] < s1["program_kernels"] == s1["distinct_kernels"]
+    assert s0["launches"] == s1["launches"] == s0["kernels"]
+    np.testing.assert_allclose(l0, l1, rtol=1e-6, atol=0)
+    for a, b in zip(p0, p1):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_dispatch_holds_chains_and_guarded_bodies(opencl_executables):
+    """A device-decided branch (``ir_if`` on a tensor) guards its kernels inside the
+    dispatch kernel's cases; chained and NDRange launches mix. The result matches numpy."""
+    rng = np.random.default_rng(3)
+    a0 = rng.standard_normal((64, 64)).astype(np.float32)
+    x = ad.Tensor(a0, requires_grad=False)
+    acc = ad.Tensor(np.zeros((64, 64), np.float32))
+    outs = []
+
+    def step(i):
+        y = (x @ x).tanh()
+        ad.ir_if(y.sum() > 0, lambda: acc.copy_(acc + y), lambda: acc.copy_(acc - y))
+        ad.Receiver(lambda v: outs.append(v.copy()), [acc])
+    ad.ir_for(range(3), step)
+    ad.execute(device="opencl")
+    cases = [ln for ln in str(opencl_executables[-1].stages["opencl"]).splitlines()
+             if ln.startswith("  case ")]
+    assert any("if (" in ln for ln in cases), cases          # a guarded body
+    assert any("_x" in ln.split(":")[1].split("(")[0] for ln in cases), cases  # a chain
+    y = np.tanh(a0.astype(np.float64) @ a0.astype(np.float64))
+    want = np.zeros_like(y)
+    for k in range(3):
+        want = want + y if y.sum() > 0 else want - y
+        np.testing.assert_allclose(outs[k], want, rtol=1e-4, atol=1e-5)

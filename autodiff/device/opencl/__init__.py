@@ -229,27 +229,60 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
     return steps
 
 
-def _wrappers(launches: dict) -> tuple[list, dict]:
-    """Give every launch its kernel: the NDRange wrapper of a lone body (one per distinct
-    body) or a chain. Returns the kernel sources and, per launch, its int arguments."""
-    out, wrapped, args = [], {}, {}
+def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dict, dict]:
+    """Give every launch its kernel. The entries -- a lone body (one entry per distinct
+    body and guard) or a chain (rendered as a body) -- launched with the same local size
+    share :func:`.chain.dispatch` kernels of at most ``most`` entries each (``most=1``:
+    every entry its own NDRange wrapper or chain kernel, as on a GPU); a complete
+    work-group kernel stays itself. Returns the kernel sources and, per launch, its int
+    arguments and its kernel's name (``Launch.name`` stays the entry's: profiles and
+    flops are per entry)."""
+    out, args, kernel, whole = [], {}, {}, set()
+    entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
+    where: dict = {}            # launch -> (local size, position, its args)
     for la, (_, members) in launches.items():
-        if len(members) == 1:
-            m = members[0]
-            key = (m.name, getattr(m, "guard", None))   # a guarded body: its own wrapper
-            src = wrapped.get(key)
-            if src is None:
-                name = m.name if key[1] is None else f"{m.name}_g{len(wrapped)}"
-                src = wrapped[key] = m if m.whole else chain.wrap(m, name=name)
-                out.append(src)
-            args[la] = m.args
+        m = members[0]
+        if len(members) == 1 and m.whole:
+            if m.name not in whole:
+                whole.add(m.name)
+                out.append(m)
+            args[la], kernel[la] = m.args, m.name
+            src = m
         else:
-            src = chain.chain(f"c{len(out)}_x{len(members)}", members)
-            out.append(src)
-            args[la] = ()
+            if len(members) == 1:
+                src, key, a = m, (m.name, getattr(m, "guard", None)), m.args
+            else:
+                key = f"c{sum(map(len, entries.values()))}_x{len(members)}"
+                src, a = chain.chain(key, members, as_body=most > 1), ()
+                if most > 1:
+                    out.append(src)             # the body, before its dispatch kernel
+            group = entries.setdefault(tuple(src.local_size), {})
+            if key not in group:
+                group[key] = (len(group), src, len(members) > 1)
+            where[la] = (tuple(src.local_size), group[key][0], a)
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
-    return out, args
+    names: dict = {}            # (local size, position // most) -> kernel
+    for local, group in entries.items():
+        items = sorted(group.values(), key=lambda x: x[0])
+        for j in range(0, len(items), most):
+            part = [e for _, e, _ in items[j:j + most]]
+            if most > 1:
+                src = chain.dispatch(f"d{len(out)}_x{len(part)}", part)
+            elif items[j][2]:                   # a chain kernel
+                src = part[0]
+            else:                               # a guarded body: its own wrapper
+                guarded = getattr(part[0], "guard", None) is not None
+                src = chain.wrap(part[0], name=f"{part[0].name}_g{len(out)}"
+                                 if guarded else part[0].name)
+            out.append(src)
+            names[local, j // most] = src
+    for la, (local, k, a) in where.items():
+        src = names[local, k // most]
+        kernel[la] = src.name
+        args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 1 - len(a)) \
+            if most > 1 else a
+    return out, args, kernel
 
 
 def _walk(stmts):
@@ -302,7 +335,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     Args:
         graph: the (optimized) graph IR program.
         report: the ``execute()`` report; ``report.stats["opencl"]`` gets the kernel count,
-            the launch steps and the chains among them,
+            the launch steps and the chains among them, the kernels of the program that
+            launches use (``program_kernels``: :func:`.chain.dispatch` kernels),
             source size, the seconds spent lowering, fusing, planning, rendering, building,
             and the arena size.
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
@@ -353,7 +387,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     checked: list = []
     steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
                    (nodes, sites, checked))
-    sources, launch_args = _wrappers(by_launch)
+    sources, launch_args, launch_kernel = _wrappers(
+        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1)
     launches = list(by_launch)
     bodies = kernels_.bodies
     src = render.program([b for b in bodies if not b.whole] + sources)
@@ -365,6 +400,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["distinct_kernels"] = len(bodies)
     stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
+    stats["program_kernels"] = len(set(launch_kernel.values()))
     stats["source_chars"] = len(src)
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
@@ -374,7 +410,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["source_path"] = path
     arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
     for la in launches:             # one kernel object per launch: its own arguments
-        la.kernel = cl.Kernel(prg, la.name)
+        la.kernel = cl.Kernel(prg, launch_kernel[la])
         la.kernel.set_arg(0, arena)
         for i, v in enumerate(launch_args[la], 1):
             la.kernel.set_arg(i, np.int32(v))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ...procedural.ir import Copy, DotProduct, Elementwise, FusedKernel, Gather, Reduce, ScatterAdd
-from .dialect import OPENCL, body_name
+from .dialect import BODY, OPENCL, body_name
 from .kernels import Source
 
 #: largest kernel (:func:`work`, flop-equivalents) that joins a chain; chosen by a sweep on
@@ -90,12 +90,16 @@ def wrap(body: Source, d=OPENCL, name: str | None = None) -> Source:
                   params=body.params, args=body.args)
 
 
-def chain(name: str, bodies: list[Source], d=OPENCL) -> Source:
+def chain(name: str, bodies: list[Source], d=OPENCL, as_body: bool = False) -> Source:
     """A one-work-item kernel running ``bodies`` in order, each over its padded global
     size (a body returns early past its real extent, as in its NDRange form) with its
-    own int arguments as literals."""
-    L = ["__attribute__((reqd_work_group_size(1, 1, 1)))",
-         d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
+    own int arguments as literals. ``as_body``: the same as a body function
+    (:data:`~.dialect.BODY`, no int parameters) for :func:`dispatch`."""
+    if as_body:
+        L = [BODY.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
+    else:
+        L = ["__attribute__((reqd_work_group_size(1, 1, 1)))",
+             d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
     for b in bodies:
         g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
         loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
@@ -105,3 +109,33 @@ def chain(name: str, bodies: list[Source], d=OPENCL) -> Source:
     L.append("}")
     return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
 
+
+#: most bodies one :func:`dispatch` kernel holds on a CPU device (1 on a GPU: every body
+#: keeps its own wrapper)
+DISPATCH_MAX = 24
+
+
+def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
+    """One kernel running any of ``entries`` (bodies rendered with :data:`~.dialect.BODY`,
+    or chains rendered ``as_body``) once per work-item: ``switch`` on its first int
+    argument ``which`` (the entry's position), then the entry's own int parameters as
+    ``p0_, p1_, ...`` (unused trailing ones are 0).
+
+    PoCL compiles every kernel (per local size) at its first launch, about 100 ms each of
+    fixed cost before any code generation (measured on PoCL 3.1: 20 kernels of one
+    16-wide loop each take 2.4x longer to JIT as 20 kernels than as the 20 cases of one
+    kernel), so the entries launched with the same local size share one kernel. The
+    switch on a uniform argument costs one predictable branch per work-item; every entry
+    does a vector's or a tile's work per work-item."""
+    n = max(len(e.params) for e in entries)
+    params = ["const int which"] + [f"const int p{i}_" for i in range(n)]
+    L = [d.signature(name, [f"{d.pointer()} restrict buf"] + params) + " {",
+         "  switch (which) {"]
+    for k, e in enumerate(entries):
+        ids = ", ".join(d.index("global", i) if i < len(e.global_size) else "0"
+                        for i in range(3))
+        args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))] + [ids])
+        L.append(f"  case {k}: {_guarded(e)}{body_name(e.name)}({args}); break;")
+    L += ["  }", "}"]
+    return Source(name, "\n".join(L), entries[0].global_size, entries[0].local_size,
+                  params=tuple(params))
