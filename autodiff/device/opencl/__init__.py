@@ -237,7 +237,7 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
     work-group kernel stays itself. Returns the kernel sources and, per launch, its int
     arguments and its kernel's name (``Launch.name`` stays the entry's: profiles and
     flops are per entry)."""
-    out, args, kernel, whole = [], {}, {}, set()
+    out, args, kernel, whole, looped = [], {}, {}, set(), {}
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
     where: dict = {}            # launch -> (local size, position, its args)
     for la, (_, members) in launches.items():
@@ -253,8 +253,13 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
                 src, key, a = m, (m.name, getattr(m, "guard", None)), m.args
             else:
                 key = f"c{sum(map(len, entries.values()))}_x{len(members)}"
-                src, a = chain.chain(key, members, as_body=most > 1), ()
+                src, a = chain.chain(key, members, as_body=most > 1, loops=most > 1), ()
                 if most > 1:
+                    for b in members:           # each body's loop function once
+                        if b.name not in looped:
+                            looped[b.name] = b
+                            out.append(kernels.Source(f"{b.name}_loop",
+                                                      chain.loop_function(b), (1,), (1,)))
                     out.append(src)             # the body, before its dispatch kernel
             group = entries.setdefault(tuple(src.local_size), {})
             if key not in group:

@@ -90,11 +90,13 @@ def wrap(body: Source, d=OPENCL, name: str | None = None) -> Source:
                   params=body.params, args=body.args)
 
 
-def chain(name: str, bodies: list[Source], d=OPENCL, as_body: bool = False) -> Source:
+def chain(name: str, bodies: list[Source], d=OPENCL, as_body: bool = False,
+          loops: bool = False) -> Source:
     """A one-work-item kernel running ``bodies`` in order, each over its padded global
     size (a body returns early past its real extent, as in its NDRange form) with its
     own int arguments as literals. ``as_body``: the same as a body function
-    (:data:`~.dialect.BODY`, no int parameters) for :func:`dispatch`."""
+    (:data:`~.dialect.BODY`, no int parameters) for :func:`dispatch`. ``loops``: each
+    body runs through its :func:`loop_function` (which the program must hold)."""
     if as_body:
         L = [BODY.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
     else:
@@ -102,12 +104,30 @@ def chain(name: str, bodies: list[Source], d=OPENCL, as_body: bool = False) -> S
              d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
     for b in bodies:
         g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
-        loops = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
+        if loops:
+            args = ", ".join(["buf"] + [str(a) for a in b.args] + [str(n) for n in g])
+            L.append(f"  {_guarded(b)}{b.name}_loop({args});")
+            continue
+        loops_ = [f"for (int g{i} = 0; g{i} < {g[i]}; g{i}++)" for i in (2, 1, 0) if g[i] > 1]
         args = ", ".join(["buf"] + [str(a) for a in b.args] +
                          [f"g{i}" if g[i] > 1 else "0" for i in range(3)])
-        L.append("  " + _guarded(b) + " ".join(loops + [f"{body_name(b.name)}({args});"]))
+        L.append("  " + _guarded(b) + " ".join(loops_ + [f"{body_name(b.name)}({args});"]))
     L.append("}")
     return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
+
+
+def loop_function(body: Source, d=OPENCL) -> str:
+    """``void name_loop(buf, int params..., n0, n1, n2)``: ``body`` over the index space
+    ``n2 x n1 x n0``, never inlined. Chains call it instead of inlining the body's loops
+    at each use: the same small body (a zero fill, one AdamW update shape) recurs dozens
+    of times across a model's chains, and PoCL would compile every inlined copy."""
+    names = [p.split()[-1] for p in body.params]
+    params = [f"{d.pointer()} restrict buf"] + list(body.params) + \
+        [f"const int n{i}" for i in range(3)]
+    call = f"{body_name(body.name)}({', '.join(['buf'] + names + ['g0', 'g1', 'g2'])});"
+    return (f"__attribute__((noinline)) static void {body.name}_loop({', '.join(params)}) {{\n"
+            f"  for (int g2 = 0; g2 < n2; g2++) for (int g1 = 0; g1 < n1; g1++)\n"
+            f"    for (int g0 = 0; g0 < n0; g0++) {call}\n}}")
 
 
 #: most bodies one :func:`dispatch` kernel holds on a CPU device (1 on a GPU: every body
