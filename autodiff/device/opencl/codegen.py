@@ -67,11 +67,24 @@ def _bad(var: str, rows: int, check) -> str:
 
 
 def affine_stride(e: Expr, v: Var) -> int | None:
-    """How much ``e`` moves when ``v`` grows by 1, if that is a constant; else None."""
+    """How much ``e`` moves when ``v`` grows by 1, if that is a constant; else None
+    (memoized: the same index is asked about for every vector lane, output and layer)."""
+    key = (e, v)
+    hit = _AFFINE.get(key, _AFFINE)
+    if hit is not _AFFINE:
+        return hit
     if v not in ax.variables(e):
-        return 0
-    d = ax.simplify(ax.substitute(e, {v: v + 1}) - e)
-    return d.value if isinstance(d, Num) else None
+        hit = 0
+    else:
+        d = ax.simplify(ax.substitute(e, {v: v + 1}) - e)
+        hit = d.value if isinstance(d, Num) else None
+    if len(_AFFINE) >= 1 << 16:
+        _AFFINE.clear()
+    _AFFINE[key] = hit
+    return hit
+
+
+_AFFINE: dict = {}      # (access expression, var) -> affine_stride(...)
 
 
 def _lane(v: Var, j: int) -> Var:
