@@ -1,0 +1,70 @@
+"""``Schedule.placement`` (each member's movable interval, memoized until a commit) against
+the rule it implements, checked member by member and rank by rank: random statement lists
+over a few buffers, random groups, commits in between."""
+from __future__ import annotations
+
+import numpy as np
+
+from autodiff.fusion.group import Schedule
+from autodiff.procedural.ir import Stmt
+
+
+class _S(Stmt):
+    def __init__(self, reads, writes):
+        self._r, self._w = list(reads), list(writes)
+
+    def reads(self):
+        return self._r
+
+    def writes(self):
+        return self._w
+
+
+def _reference(sched: Schedule, group: list):
+    """The rule: the latest member rank ``p`` such that every member can move to ``p``
+    across the statements strictly between (none outside the group reads or writes what it
+    writes, or writes what it reads)."""
+    ids = {id(s) for s in group}
+    others = [(r, s) for r, s in sched.stmt.items() if id(s) not in ids]
+
+    def movable(s, p):
+        r = sched.rank[id(s)]
+        lo, hi = min(r, p), max(r, p)
+        w = {id(b) for b in s.writes()}
+        rd = {id(b) for b in s.reads()}
+        for q, t in others:
+            if lo < q < hi:
+                tw = {id(b) for b in t.writes()}
+                tr = {id(b) for b in t.reads()}
+                if w & (tw | tr) or rd & tw:
+                    return False
+        return True
+    for p in sorted({sched.rank[i] for i in (id(s) for s in group)}, reverse=True):
+        if all(movable(s, p) for s in group):
+            return p
+    return None
+
+
+def test_placement_matches_the_rule_on_random_schedules():
+    rng = np.random.default_rng(0)
+    checked = placed = 0
+    for trial in range(40):
+        bufs = [object() for _ in range(int(rng.integers(2, 7)))]
+        stmts = [_S([bufs[i] for i in rng.choice(len(bufs), int(rng.integers(0, 3)))],
+                    [bufs[i] for i in rng.choice(len(bufs), int(rng.integers(1, 3)))])
+                 for _ in range(int(rng.integers(4, 30)))]
+        sched = Schedule(stmts)
+        for _ in range(30):
+            free = [s for s in sched.statements() if sched.free(s)]
+            if len(free) < 2:
+                break
+            k = int(rng.integers(1, min(6, len(free)) + 1))
+            group = [free[i] for i in rng.choice(len(free), k, replace=False)]
+            want = _reference(sched, group)
+            assert sched.placement(group) == want
+            checked += 1
+            if want is not None and k > 1 and rng.random() < 0.2:
+                sched.commit(group, _S({b for s in group for b in s.reads()},
+                                       {b for s in group for b in s.writes()}))
+                placed += 1
+    assert checked > 600 and placed > 10
