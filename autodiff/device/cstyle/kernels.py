@@ -482,7 +482,12 @@ def tree_reduce(name: str, rows: int, length: int, x: Callable[[int, str], str],
     work-item reduces the columns ``j = lid, lid + group, ...`` (coalesced on a GPU), then
     a tree over local memory halves the partial results ``log2(group)`` times, with a
     barrier per level (the classic GPU reduction, Harris, "Optimizing Parallel Reduction
-    in CUDA", 2007).
+    in CUDA", 2007). In a dialect with warp shuffles (``d.warp`` lanes, fewer than
+    ``group``) the tree stops at two warps' partials: the first warp adds them pairwise
+    and finishes with ``log2(d.warp)`` register shuffles (``d.shuffle_down``) and no
+    barrier or shared-memory traffic (Harris's last-warp unrolling, done with the
+    ``__shfl_down_sync`` of the CUDA Programming Guide's warp shuffle functions). Both
+    forms add the same pairs in the same order.
 
     Args:
         rows, length: number of rows and the reduced length of each row.
@@ -514,10 +519,21 @@ def tree_reduce(name: str, rows: int, length: int, x: Callable[[int, str], str],
     L += [f"  float s = {ident};",
           f"  for (int j = lid; j < {length}; j += {group}) {{",
           f"    const float v = {x(1, 'j')};", f"    s = {comb('s', 'v')};", "  }",
-          "  part[lid] = s;", f"  {d.barrier}",
-          f"  for (int h = {group // 2}; h > 0; h >>= 1) {{",
-          f"    if (lid < h) part[lid] = {comb('part[lid]', 'part[lid + h]')};",
-          f"    {d.barrier}", "  }",
-          "  if (lid == 0) {", "    s = part[0];"]
-    L += [f"    {st}" for st in out("s")] + ["  }", "}"]
+          "  part[lid] = s;", f"  {d.barrier}"]
+    warp = d.warp if 0 < d.warp < group else 0          # the tree's last lanes: shuffles
+    if not warp or group // 2 > warp:
+        L += [f"  for (int h = {group // 2}; h > {warp or 0}; h >>= 1) {{",
+              f"    if (lid < h) part[lid] = {comb('part[lid]', 'part[lid + h]')};",
+              f"    {d.barrier}", "  }"]
+    if not warp:
+        L += ["  if (lid == 0) {", "    s = part[0];"]
+        L += [f"    {st}" for st in out("s")] + ["  }", "}"]
+    else:
+        down = d.shuffle_down.format(x="s", o="o")
+        L += [f"  if (lid < {warp}) {{",
+              f"    s = {comb('part[lid]', f'part[lid + {warp}]')};",
+              "    #pragma unroll",
+              f"    for (int o = {warp // 2}; o > 0; o >>= 1) s = {comb('s', down)};",
+              "    if (lid == 0) {"]
+        L += [f"      {st}" for st in out("s")] + ["    }", "  }", "}"]
     return Source(name, "\n".join(L), (max(rows, 1) * group,), (group,), whole=True)

@@ -1,7 +1,8 @@
 """The CUDA dialect of the shared C-style kernel templates.
 
 :class:`CUDA` sets the fields of :class:`~autodiff.device.cstyle.dialect.Dialect`
-(kernel qualifier, buffer spelling, shared memory, barrier, index builtins);
+(kernel qualifier, buffer spelling, shared memory, barrier, index builtins, warp
+shuffles: the work-group tree reductions finish their last 32 lanes in registers);
 :data:`BODY` renders a kernel as a ``__device__`` function of its global index, which a
 wrapper (:func:`autodiff.device.cuda.launch.wrapper`) calls from a block of any shape.
 Math function names are the prelude's table (:data:`.prelude.MATH`).
@@ -35,6 +36,8 @@ class CUDA(Dialect):
     barrier = "__syncthreads();"
     ids = {"global": "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})",
            "local": "threadIdx.{d}", "group": "blockIdx.{d}"}
+    warp = 32
+    shuffle_down = "__shfl_down_sync(0xffffffffu, {x}, {o})"
 
 
 CUDA_WHOLE = CUDA()

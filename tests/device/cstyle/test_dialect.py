@@ -1,5 +1,7 @@
-"""The dialect as data: the base class's methods over each device's table, and the body
-form of a kernel derived from its device's dialect."""
+"""The dialect as data: the base class's methods over each device's table, the body form
+of a kernel derived from its device's dialect, and the warp-shuffle hook of the work-group
+tree reduction."""
+from autodiff.device.cstyle import kernels as K
 from autodiff.device.cstyle.dialect import Body, Dialect, body_name
 from autodiff.device.cuda.dialect import BODY as CUDA_BODY, CUDA_WHOLE
 from autodiff.device.opencl.dialect import BODY, OPENCL
@@ -19,6 +21,8 @@ def test_cuda_table():
         'extern "C" __global__ void k(float* buf)'
     assert CUDA_WHOLE.index("global", 0) == "(int)(blockIdx.x*blockDim.x+threadIdx.x)"
     assert CUDA_WHOLE.index("local", 2) == "(int)threadIdx.z"
+    assert CUDA_WHOLE.warp == 32 and CUDA_BODY.warp == 32
+    assert CUDA_WHOLE.shuffle_down.format(x="s", o=4) == "__shfl_down_sync(0xffffffffu, s, 4)"
 
 
 def test_body_takes_its_kernel_dialect_fields():
@@ -47,3 +51,25 @@ def test_a_new_dialect_is_a_table():
     assert m.index("global", 1) == "(int)gid.y"
     assert Body(m).signature("k", ["int a"]) == \
         "static inline void k_body(int a, const int g0, const int g1, const int g2)"
+
+
+def _tree(d, group=K.TREE_GROUP):
+    return K.tree_reduce("t", 4, 300, lambda w, j: f"buf[r*300 + {j}]",
+                         lambda s: [f"buf[9000 + r] = {s};"], "max", group=group, d=d).src
+
+
+def test_tree_reduce_finishes_with_warp_shuffles_where_the_dialect_has_them():
+    """CUDA: shared-memory steps down to two warps' partials, then the first warp adds
+    them and shuffles (no barrier); OpenCL (no warp field): the tree in local memory to
+    the end, as PoCL runs it (tests/device/cstyle/test_kernels.py)."""
+    cu, cl = _tree(CUDA_WHOLE), _tree(OPENCL)
+    assert "for (int h = 64; h > 32; h >>= 1)" in cu
+    assert "s = _ad_max(part[lid], part[lid + 32]);" in cu
+    assert ("for (int o = 16; o > 0; o >>= 1) "
+            "s = _ad_max(s, __shfl_down_sync(0xffffffffu, s, o));") in cu
+    assert cu.count("__syncthreads();") == 2 and "__syncthreads" not in cu.split("__shfl")[1]
+    assert "for (int h = 64; h > 0; h >>= 1)" in cl and "shfl" not in cl
+    assert cl.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    two_warps = _tree(CUDA_WHOLE, group=64)      # no shared-memory loop left
+    assert "for (int h" not in two_warps and "part[lid + 32]" in two_warps
+    assert "shfl" not in _tree(CUDA_WHOLE, group=32)      # one warp: the shared form
