@@ -46,7 +46,8 @@ from ...graph.ir import Op
 from ...graph.rng import iteration_words
 from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
-from . import codegen, control
+from ..cstyle import codegen
+from . import control
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
 #: in flight on the device
