@@ -546,7 +546,7 @@ class _Lowering:
             for k, s in enumerate(n.srcs):
                 b = self.new_buffer(f"{name}_arg{k}", s.shape, s.dtype, BufferKind.RECEIVER,
                                     s.id)
-                out.extend(self.staging_copies(s, b))
+                out.append(self.copy_kernel(self.views[s.id], b))
                 args.append(b)
             res = self.new_buffer(name, n.shape, n.dtype, BufferKind.FEEDER, n.id)
             self.calls[n.id] = HostCall(n.arg, tuple(args), res, n.id)
@@ -751,23 +751,6 @@ class _Lowering:
         vars_ = space_vars(v.shape)
         return Elementwise(v.shape, vars_, (Output(dst, flat(vars_, v.shape),
                                                    v.at(list(vars_))),))
-
-    def staging_copies(self, s: Node, dst: Buffer) -> list[Elementwise]:
-        """Kernels writing ``s``'s value into the staging buffer ``dst``: one copy, or, for
-        a flat concatenation (a DDP gradient bucket), one copy per part into its slice of
-        ``dst``, so that no kernel evaluates the concatenation's chain of selects for
-        every element."""
-        if s.op is not Op.CONCAT or len(s.shape) != 1:
-            return [self.copy_kernel(self.views[s.id], dst)]
-        kernels, off = [], 0
-        for p in s.srcs:
-            if p.size:
-                (i,) = space_vars(p.shape)
-                v = self.views[p.id]
-                kernels.append(Elementwise(tuple(p.shape), (i,), (
-                    Output(dst, simplify(i + Num(off)), v.at([i])),)))
-            off += p.size
-        return kernels
 
     def materialize(self, s: Node, out: list) -> Buffer:
         """A contiguous buffer of ``s``'s shape holding its value (else a copy kernel)."""

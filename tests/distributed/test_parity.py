@@ -16,7 +16,9 @@ pytestmark = [needs_mpi, pytest.mark.slow]
 BATCH, STEPS = 8, 20
 
 
-@pytest.fixture(scope="module", params=devices((2, 3)))
+# uneven shards (3 processes) on numpy and OpenCL; TVM, whose compiles take longest, on 2
+@pytest.fixture(scope="module", params=[p for p in devices((2, 3))
+                                        if p.values[0] != (3, "tvm")])
 def ranks(request, tmp_path_factory):
     n, device = request.param
     out = tmp_path_factory.mktemp(f"parity{n}{device}")

@@ -100,7 +100,7 @@ class CallWrite:
         it = tuple(exe._iters)
         t0 = time.perf_counter()
         if r.event is not None:
-            _wait(r.event)                  # this read only: later kernels keep running
+            r.event.wait()                  # this read only: later kernels keep running
         t1 = time.perf_counter()
         try:
             v = call_callback(r.spec, it, r.arrays, copy=not r.spec.collective)
@@ -122,18 +122,6 @@ class CallWrite:
         else:                                   # outside the outermost loop's checkpoints
             exe._keep_unrecorded(a)
         return a
-
-
-def _wait(event) -> None:
-    """Wait for ``event`` by polling its status with short sleeps: ``clWaitForEvents`` on
-    PoCL spins, taking the core from the device's own threads."""
-    import pyopencl as cl
-    done = cl.command_execution_status.COMPLETE
-    delay = 2e-5
-    while event.command_execution_status > done:
-        time.sleep(delay)
-        delay = min(2 * delay, 1e-3)
-    event.wait()                            # raises if the command failed
 
 
 #: host steps the runtime hands to their ``run(exe)``
