@@ -60,7 +60,7 @@ def _rank_world(system: str) -> tuple[int, int]:
 def _charlm_data(steps: int):
     from bench.workloads import charlm
     s = charlm.setup(steps)
-    return s, charlm.BATCH
+    return s, charlm.config().batch
 
 
 def _transformer_data():
@@ -108,11 +108,11 @@ def child_autodiff(workload: str, steps: int, device: str) -> list[float]:
         s, batch = _charlm_data(steps)
         part = dist.DistributedSampler(batch, shuffle=False).shard(batch)
         mod = charlm.example()
-        model = mod.CharTransformer(s.vocab, charlm.D, charlm.HEADS, charlm.LAYERS,
-                                    charlm.SEQ, 0.0)
+        c = charlm.config()
+        model = mod.CharTransformer(s.vocab, c.d_model, c.heads, c.layers, c.seq, 0.0)
         model.load_state_dict(s.params)
         net = dist.DistributedDataParallel(model)
-        opt = AdamW(net.parameters(), lr=charlm.LR, weight_decay=charlm.WD)
+        opt = AdamW(net.parameters(), lr=charlm.config().lr, weight_decay=charlm.WD)
         w = dist.DistributedSampler(batch, shuffle=False).loss_weight(batch)
         windows = iter(s.train[:, part])
         cur = {}
@@ -124,8 +124,9 @@ def child_autodiff(workload: str, steps: int, device: str) -> list[float]:
         rows = part.stop - part.start
 
         def step():
-            x = ad.Feeder(tokens, [rows, charlm.SEQ], "int32", name="tokens")
-            y = ad.Feeder(lambda: np.ascontiguousarray(cur["w"][:, 1:]), [rows, charlm.SEQ],
+            x = ad.Feeder(tokens, [rows, charlm.config().seq], "int32", name="tokens")
+            y = ad.Feeder(lambda: np.ascontiguousarray(cur["w"][:, 1:]),
+                          [rows, charlm.config().seq],
                           "int32", name="targets")
             opt.zero_grad()
             logits = net(x)
@@ -187,7 +188,8 @@ def child_torch(workload: str, steps: int) -> list[float]:
         net = charlm_torch.model(s.vocab)
         net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in s.params.items()})
         ddp = DDP(net)
-        opt = torch.optim.AdamW(ddp.parameters(), lr=charlm.LR, weight_decay=charlm.WD)
+        opt = torch.optim.AdamW(ddp.parameters(), lr=charlm.config().lr,
+                                weight_decay=charlm.WD)
         windows = torch.from_numpy(s.train[:, part].astype(np.int64))
         w = world * (part.stop - part.start) / batch
         for i in range(steps):
