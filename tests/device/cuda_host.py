@@ -10,7 +10,9 @@ captured graphs replay their launches. ``cuModuleLoadData`` receives the CUDA *s
 compiles it with g++ after :data:`SHIM`, a header that spells the CUDA built-ins in C++:
 ``blockIdx``/``threadIdx`` are variables set by the launcher, a body kernel's threads run
 one after the other, and a kernel with shared memory and barriers (the work-group tree
-reduction) runs each block's threads as real threads meeting at a ``std::barrier``.
+reduction) runs each block's threads as real threads meeting at a ``std::barrier``; its
+warp shuffles (``__shfl_down_sync``) exchange values through a per-block array between two
+barriers of the warp's threads.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ SHIM = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <algorithm>
 #include <barrier>
+#include <memory>
 #include <thread>
 #include <vector>
 #undef INFINITY
@@ -39,11 +43,23 @@ struct ad_dim3 { unsigned x = 0, y = 0, z = 0; };
 static ad_dim3 blockIdx, blockDim, gridDim;
 static thread_local ad_dim3 threadIdx;
 static std::barrier<>* ad_block_barrier = nullptr;
+static std::vector<std::unique_ptr<std::barrier<>>> ad_warp_barriers;   // one per warp
+static std::vector<float> ad_warp_slots;                                  // one per thread
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __shared__ static
 inline void __syncthreads() { ad_block_barrier->arrive_and_wait(); }
+inline float __shfl_down_sync(unsigned mask, float v, unsigned o) {
+  if (mask != 0xffffffffu) abort();                 /* the templates shuffle whole warps */
+  const unsigned id = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned lane = id % 32, n = blockDim.x * blockDim.y * blockDim.z;
+  ad_warp_slots[id] = v;
+  ad_warp_barriers[id / 32]->arrive_and_wait();
+  const float r = (lane + o < 32 && id + o < n) ? ad_warp_slots[id + o] : v;
+  ad_warp_barriers[id / 32]->arrive_and_wait();
+  return r;
+}
 inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
 inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
@@ -68,6 +84,11 @@ extern "C" void ad_launch(void (*k)(float*), float* arena, unsigned gx, unsigned
     }
     std::barrier<> bar(bx * by * bz);
     ad_block_barrier = &bar;
+    const unsigned nt = bx * by * bz;
+    ad_warp_barriers.clear();
+    for (unsigned w = 0; w < nt; w += 32)
+      ad_warp_barriers.emplace_back(new std::barrier<>(std::min(32u, nt - w)));
+    ad_warp_slots.assign(nt, 0.0f);
     std::vector<std::thread> ts;
     for (unsigned tz = 0; tz < bz; tz++) for (unsigned ty = 0; ty < by; ty++) for (unsigned tx = 0; tx < bx; tx++)
       ts.emplace_back([=] { threadIdx = {tx, ty, tz}; k(arena); });
@@ -104,7 +125,7 @@ def source_binary(src: str, arch: str, options=()) -> nvrtc.Binary:
 
 class _Module:
     def __init__(self, src: str, workdir: str):
-        key = hashlib.sha1(src.encode()).hexdigest()[:16]
+        key = hashlib.sha1((SHIM + src).encode()).hexdigest()[:16]
         lib = os.path.join(workdir, f"{key}.so")
         if not os.path.exists(lib):
             path = os.path.join(workdir, f"{key}.cpp")

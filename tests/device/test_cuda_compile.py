@@ -105,6 +105,29 @@ def test_examples_compile_for_sm80_and_sm90(pool):
     _check(pool, graphs, "e")
 
 
+def test_tree_reductions_with_warp_shuffles_compile_for_sm80_and_sm90(pool):
+    """Sums and maxima render as work-group trees in shared memory that finish their last
+    32 lanes with ``__shfl_down_sync`` (no barrier after the last shared step): NVRTC
+    compiles them with no warnings; values are checked in test_cuda_execute.py."""
+    import numpy as np
+
+    import autodiff as ad
+
+    def prog():
+        x = ad.Tensor(np.random.default_rng(0).standard_normal((7, 300)).astype(np.float32),
+                      requires_grad=True)
+        (x.amax(-1).sum() + x.softmax(-1).sum(0).sum() + x.mean()).backward()
+        ad.execute(device="cuda")
+    graphs = cuda_programs.recorded(prog)
+    binaries = _check(pool, graphs, "t")
+    src = program.render(graphs[0], ARCH["sm_90"]).source
+    assert src.count("__shfl_down_sync(0xffffffffu, s, o)") >= 3
+    for kernel in src.split('extern "C" __global__')[1:]:
+        if "__shfl_down_sync" in kernel:      # the warp's steps need no barrier
+            assert "__syncthreads" not in kernel.split("__shfl_down_sync")[1]
+    assert set(binaries) == set(ARCHS)
+
+
 @pytest.mark.slow
 def test_charlm_example_compiles_for_sm80_and_sm90(pool):
     """examples/transformer.py at its defaults (bench W5): training, validation and

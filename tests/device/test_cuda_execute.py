@@ -125,3 +125,28 @@ def test_nested_loops_with_feeders_inside(host):
     np.testing.assert_allclose(w, w_ref, rtol=RTOL)
     per = ad.runtime.TRACER.last.report.stats["cuda"]["per_iteration"]
     assert per["graph_launches"] == 2 + 3 and per["copies"] == 3 * 2
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (37, 5), (2, 3, 129)],
+                         ids=["long-rows", "short-rows", "3d"])
+def test_tree_reductions_with_warp_shuffles_match_numpy(host, shape):
+    """Sums, maxima, means and softmax over rows longer than a block, shorter than a warp
+    and in between: every row one block whose tree in shared memory stops at two warps'
+    partials and finishes with ``__shfl_down_sync`` (emulated on the CPU by the host
+    driver), against the numpy reference."""
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+
+    def prog(dev):
+        t = ad.Tensor(x, requires_grad=True)
+        outs = [t.sum(-1), t.amax(-1), t.mean(0), t.softmax(-1), t.amax()]
+        (outs[0].sum() + (outs[3] * outs[3]).sum()).backward()
+        ad.execute(device=dev)
+        return [o.numpy() for o in outs] + [t.grad.numpy()]
+    ref = prog("numpy")
+    ad.reset()
+    got = prog("cuda")
+    src = str(ad.runtime.TRACER.last.stages["cuda"])
+    assert src.count("__shfl_down_sync(0xffffffffu, s, o)") >= 4
+    for i, (g, r) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL * max(1, np.abs(r).max()),
+                                   err_msg=f"value {i}")

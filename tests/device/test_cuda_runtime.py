@@ -15,7 +15,7 @@ import autodiff as ad
 from autodiff.device.cuda import driver, launch, nvrtc, program
 from autodiff.device.cuda.errors import CUDABuildError, CUDAError, CUDAUnavailable
 from autodiff.device.cuda.launch import ARCH, Geometry, LaunchError, Limits
-from autodiff.device.opencl.kernels import Source
+from autodiff.device.cstyle.kernels import Source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 H100 = ARCH["sm_90"]

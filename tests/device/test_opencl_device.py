@@ -1,9 +1,9 @@
-"""Device choice, the no-platform error, the dialect table, build and memory errors."""
+"""Device choice, the no-platform error, build and memory errors (the dialect table:
+tests/device/cstyle/test_dialect.py)."""
 import pyopencl as cl
 import pytest
 
 from autodiff.device.opencl import device
-from autodiff.device.opencl.dialect import OPENCL, Dialect
 
 
 def _have_platform() -> bool:
@@ -55,24 +55,6 @@ def test_gpus_come_first():
     devs = [d for _, d in device.candidates()]
     kinds = [device.is_gpu(d) for d in devs]
     assert kinds == sorted(kinds, reverse=True)
-
-
-def test_dialect_table_and_subclass():
-    assert OPENCL.signature("k", [OPENCL.pointer() + " buf"]) == "__kernel void k(__global float* buf)"
-    assert OPENCL.index("global", 1) == "(int)get_global_id(1)"
-
-    class CUDA(Dialect):
-        name = "cuda"
-        kernel = 'extern "C" __global__ void'
-        buffer = ""
-        barrier = "__syncthreads();"
-        ids = {"global": "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})",
-               "local": "threadIdx.{d}", "group": "blockIdx.{d}"}
-
-    cu = CUDA()
-    assert cu.signature("k", [cu.pointer() + " buf"]) == 'extern "C" __global__ void k(float* buf)'
-    assert cu.index("global", 0) == "(int)(blockIdx.x*blockDim.x+threadIdx.x)"
-    assert cu.index("local", 2) == "(int)threadIdx.z"
 
 
 @needs_cl

@@ -4,7 +4,9 @@ special values."""
 import numpy as np
 import pytest
 
-from autodiff.device.opencl import device, kernels as K
+from autodiff.device.cstyle import kernels as K
+from autodiff.device.opencl import device
+from autodiff.device.opencl.dialect import OPENCL
 
 try:
     device.candidates()
@@ -36,12 +38,14 @@ def logs():
     oy, oy16, osp = os_ + special.size, os_ + special.size + x.size, os_ + special.size + 2 * x.size
     host = np.zeros(osp + special.size + K.SLACK, np.float32)
     host[ox:ox + x.size], host[os_:os_ + special.size] = x, special
-    scalar = K.elementwise("l1", x.size, f"_ad_log(buf[{ox} + i])", K.Ref(oy, (1,)))
+    scalar = K.elementwise("l1", x.size, f"_ad_log(buf[{ox} + i])", K.Ref(oy, (1,)),
+                           d=OPENCL)
     vec = K.Source("l16", f"""__kernel void l16(__global float* buf) {{
   const int i = get_global_id(0);
   vstore16(_ad_log(vload16(i, buf + {ox})), i, buf + {oy16});
 }}""", (x.size // 16,), (16,))
-    sp = K.elementwise("lsp", special.size, f"_ad_log(buf[{os_} + i])", K.Ref(osp, (1,)))
+    sp = K.elementwise("lsp", special.size, f"_ad_log(buf[{os_} + i])", K.Ref(osp, (1,)),
+                       d=OPENCL)
     out, _ = run_sources([scalar, vec, sp], host)
     return x, out[oy:oy + x.size], out[oy16:oy16 + x.size], special, out[osp:osp + special.size]
 
@@ -87,7 +91,8 @@ def pows():
     ob, oo = oa + a.size, oa + 2 * a.size
     host = np.zeros(oo + a.size + K.SLACK, np.float32)
     host[oa:ob], host[ob:oo] = a, b
-    src = K.elementwise("pw", a.size, f"_ad_pow(buf[{oa} + i], buf[{ob} + i])", K.Ref(oo, (1,)))
+    src = K.elementwise("pw", a.size, f"_ad_pow(buf[{oa} + i], buf[{ob} + i])", K.Ref(oo, (1,)),
+                        d=OPENCL)
     out, _ = run_sources([src], host)
     return a, b, out[oo:oo + a.size]
 
@@ -124,7 +129,7 @@ def test_erf_within_two_ulp():
     ox, oo = K.SLACK, K.SLACK + x.size
     host = np.zeros(oo + x.size + K.SLACK, np.float32)
     host[ox:oo] = x
-    src = K.elementwise("ef", x.size, f"_ad_erf(buf[{ox} + i])", K.Ref(oo, (1,)))
+    src = K.elementwise("ef", x.size, f"_ad_erf(buf[{ox} + i])", K.Ref(oo, (1,)), d=OPENCL)
     got = run_sources([src], host)[0][oo:oo + x.size]
     from scipy import special
     ref = special.erf(x.astype(np.float64))

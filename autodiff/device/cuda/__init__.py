@@ -1,9 +1,9 @@
 """The CUDA device: procedural IR -> the shared C-style kernel templates in the CUDA dialect
 -> one CUDA program compiled by NVRTC -> each loop iteration one CUDA graph launch.
 
-``compile(graph)`` renders the program (:mod:`.program`: the OpenCL device's lowering,
-fusion and arena plan; the same kernel templates rendered with :class:`.dialect.CUDA` and
-the :mod:`.prelude`; block sizes per kernel from :mod:`.launch` and the GPU's limits),
+``compile(graph)`` renders the program (:mod:`.program`: lowering, fusion, arena plan and
+kernel templates of :mod:`autodiff.device.cstyle`, shared with the OpenCL device, rendered
+with :class:`.dialect.CUDA` and the :mod:`.prelude`; block sizes per kernel from :mod:`.launch` and the GPU's limits),
 compiles it once with NVRTC for the GPU's compute capability (:mod:`.nvrtc`: CUBIN, or PTX
 for a GPU newer than NVRTC; cached on disk by source hash), loads it, and returns an
 :class:`~.runtime.Executable` whose host loop launches each segment of a loop body between

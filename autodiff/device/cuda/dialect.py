@@ -1,9 +1,11 @@
 """The CUDA dialect of the shared C-style kernel templates.
 
-:class:`CUDA` overrides the fields of :class:`~autodiff.device.opencl.dialect.Dialect`
-(kernel qualifier, buffer spelling, shared memory, barrier, index builtins);
-:class:`CUDABody` renders a kernel as a ``__device__`` function of its global index, which a
+:class:`CUDA` sets the fields of :class:`~autodiff.device.cstyle.dialect.Dialect`
+(kernel qualifier, buffer spelling, shared memory, barrier, index builtins, warp
+shuffles: the work-group tree reductions finish their last 32 lanes in registers);
+:data:`BODY` renders a kernel as a ``__device__`` function of its global index, which a
 wrapper (:func:`autodiff.device.cuda.launch.wrapper`) calls from a block of any shape.
+Math function names are the prelude's table (:data:`.prelude.MATH`).
 
 The templates still write a few OpenCL C spellings outside the dialect's fields; the
 prelude (:mod:`.prelude`) defines the vocabulary, and :data:`REWRITES` turns the one
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from ..opencl.dialect import Dialect, body_name
+from ..cstyle.dialect import Body, Dialect
 
 
 class CUDA(Dialect):
@@ -34,27 +36,12 @@ class CUDA(Dialect):
     barrier = "__syncthreads();"
     ids = {"global": "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})",
            "local": "threadIdx.{d}", "group": "blockIdx.{d}"}
-
-
-class CUDABody(CUDA):
-    """A kernel's per-thread body as ``static __forceinline__ void NAME_body(params..., g0,
-    g1, g2)``, the global index along axis ``i`` being the argument ``g{i}`` (the CUDA twin
-    of :class:`~autodiff.device.opencl.dialect.Body`)."""
-    name = "cuda-body"
-    kernel = "static __forceinline__ void"
-    ids = {"global": "g{i}"}
-
-    @property
-    def whole(self) -> Dialect:
-        return CUDA_WHOLE
-
-    def signature(self, name: str, params: list[str]) -> str:
-        args = params + [f"const int g{i}" for i in range(3)]
-        return f"{self.kernel} {body_name(name)}({', '.join(args)})"
+    warp = 32
+    shuffle_down = "__shfl_down_sync(0xffffffffu, {x}, {o})"
 
 
 CUDA_WHOLE = CUDA()
-BODY = CUDABody()
+BODY = Body(CUDA_WHOLE)
 
 #: how the shared templates render for CUDA (the codegen "target": one point per thread,
 #: no vector lanes, the 8x16 register tile, work-group tree reductions)

@@ -1,7 +1,7 @@
 """Launch geometry: the block and grid of every kernel, from its index space and the
 device's limits.
 
-A template's :class:`~autodiff.device.opencl.kernels.Source` gives its NDRange as OpenCL
+A template's :class:`~autodiff.device.cstyle.kernels.Source` gives its NDRange as OpenCL
 sees it: a global size (work-items per axis, padded) and the local size it was written for.
 On CUDA a kernel whose body shares nothing between threads (every template but the
 work-group tree reduction) is rendered as a ``__device__`` body of its global index and
@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..opencl.dialect import body_name
-from ..opencl.kernels import Source
+from ..cstyle.dialect import body_name
+from ..cstyle.kernels import Source
 
 WARP = 32
 #: bytes: the arena's alignment (cuMemAlloc returns 256-byte aligned memory)

@@ -1,7 +1,7 @@
 """The CUDA prelude: C++ device code that gives the shared C-style kernel templates the
 OpenCL C vocabulary they are written in.
 
-The templates (:mod:`autodiff.device.opencl.kernels`, ``codegen``, ``render``) speak OpenCL
+The templates (:mod:`autodiff.device.cstyle.kernels`, ``codegen``, ``render``) speak OpenCL
 C: ``floatN``/``intN``/``uintN`` vectors with lanes ``.s0 .. .sf`` and component-wise
 operators, comparisons giving ``-1``/``0`` lanes, ``vloadN``/``vstoreN``, ``as_int``,
 ``convert_floatN``, ``select``, builtins generic over scalars and vectors. In CUDA C++ each
@@ -21,12 +21,12 @@ aligned (``__builtin_assume_aligned``), so NVVM merges the lanes of an aligned r
 element accesses elsewhere, which is all OpenCL's ``vloadN`` requires.
 
 Philox-4x32-10 (:func:`philox`) is the same generator and counter layout as the OpenCL
-program's (:mod:`autodiff.device.opencl.philox`): bit-identical draws on both devices and
+program's (:mod:`autodiff.device.cstyle.philox`): bit-identical draws on both devices and
 the numpy reference.
 """
 from __future__ import annotations
 
-from ..opencl import dtypes as _dtypes, philox as _philox
+from ..cstyle import dtypes as _dtypes, philox as _philox
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
 #: stores of the dot-form tile); a template using another width needs it added here
@@ -199,7 +199,7 @@ __forceinline__ float _hmax16(float16 v) {
 
 def philox() -> str:
     """Philox-4x32-10 and the kernel writing the iteration words (see
-    :mod:`autodiff.device.opencl.philox` for the counter layout)."""
+    :mod:`autodiff.device.cstyle.philox` for the counter layout)."""
     w = _philox.ITER_WORDS
     return f"""
 __forceinline__ uint4 _ad_philox4x32(uint4 c, uint k0, uint k1) {{

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...procedural.ir import BufferKind, FeederWrite, For, Kernel, ReceiverRead
-from .. import opencl as _cl
-from ..opencl import codegen, philox
+from ..cstyle import arena as _cl, codegen, philox
 from . import launch, prelude
 from .dialect import BODY, TARGET, translate
 from .launch import Geometry, Limits
@@ -175,7 +174,7 @@ def _kernel(name: str, stmt, off: dict) -> list:
     ``reductions`` form)."""
     import inspect
     if "target" in inspect.signature(codegen.kernel).parameters:
-        from ..opencl.target import Target
+        from ..cstyle.target import Target
         return codegen.kernel(name, stmt, off, d=BODY, target=Target(**TARGET))
     return codegen.kernel(name, stmt, off, d=BODY, reductions=TARGET["reductions"])
 

@@ -37,7 +37,7 @@ import numpy as np
 from ...errors import FeederError, ReceiverError
 from ...graph.rng import iteration_words
 from ..host import check_feed
-from ..opencl import philox
+from ..cstyle import philox
 from ..opencl.runtime import CHECKPOINT, RECORD_BYTES, RING, STAGING_UNRECORDED
 from . import driver
 from .driver import call
@@ -277,7 +277,7 @@ class Executable:
         keep = [np.ascontiguousarray(store[var]) for var, _ in self.params]
         for (var, off), a in zip(self.params, keep):
             self._write(off, a)
-        from ..opencl.codegen import FLAG
+        from ..cstyle.codegen import FLAG
         self._flag = FLAG * 4
         head = np.zeros(4, np.int32)        # error flag, iteration words (0, 0), spare
         self._write(self._flag, head)

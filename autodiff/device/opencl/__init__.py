@@ -1,16 +1,16 @@
 """The OpenCL device: procedural IR -> fused kernels -> one OpenCL C program on one arena.
 
 ``compile(graph)`` runs lower (:mod:`autodiff.procedural`) -> fuse (:mod:`autodiff.fusion`,
-when present) -> plan (:mod:`autodiff.alloc`, else one slot per buffer) -> render
-(:mod:`.codegen`, one kernel body per kernel statement, all in one program) -> chain
+when present) -> plan (:mod:`autodiff.alloc`, else one slot per buffer) -> render (the
+shared C-style templates of :mod:`autodiff.device.cstyle` in the OpenCL dialect,
+:mod:`.dialect`: one kernel body per kernel statement, all in one program) -> chain
 (:mod:`.chain`: runs of small kernels become one single-work-item launch, the others get
 an NDRange wrapper) -> build, and returns
 an :class:`~.runtime.Executable` whose ``run`` drives the ``For`` loops from the host.
 Branches, while loops and loop counters: :mod:`.control`. Host functions inside the program
 (``CALLBACK``, e.g. the all-reduce of data-parallel training): :mod:`.callback`.
 
-Arena layout (floats): ``SLACK`` | error flag (16) | parameters written by loops |
-other parameters | outputs | planned buffers (temps, Feeder/Receiver staging) | ``SLACK``.
+Arena layout: :mod:`autodiff.device.cstyle.arena`.
 """
 from __future__ import annotations
 
@@ -21,22 +21,20 @@ import numpy as np
 
 from ...graph.dtypes import storage
 from ...graph.ir import Op
-from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, DotProduct, FeederWrite,
-                              For, FusedKernel, Gather, If, IndexValue, Kernel, ReceiverRead,
-                              Reduce, ScatterAdd, While)
+from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, FeederWrite, For,
+                              FusedKernel, Gather, If, IndexValue, Kernel, ReceiverRead, Reduce,
+                              ScatterAdd, While)
 from .. import empty
+from ..cstyle import arena, codegen, philox
 from ..host import ignored
-from . import callback, chain, codegen, control, kernels, philox, render, target
+from . import callback, chain, control, render
 from .dialect import BODY
-from .device import OpenCLUnavailable, context, select
+from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
                       Receive, build, check_arena)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
-
-ALIGN = 64   # bytes: every buffer starts on a cache line (and a float16 boundary)
-
 
 def require(opencl_device: str | None = None, **options) -> None:
     """Check that an OpenCL device is there (``execute()`` calls it with its options before
@@ -50,93 +48,14 @@ def require(opencl_device: str | None = None, **options) -> None:
     select(opencl_device)
 
 
-def _lower(graph, stats, options):
-    from ... import procedural
-    t = time.perf_counter()
-    prog = procedural.lower(graph)
-    stats["lower_s"] = time.perf_counter() - t
-    stages = {"procedural": prog}
-    try:
-        from ... import fusion
-    except ImportError:
-        return prog, stages
-    if not options.get("fuse", True) or not hasattr(fusion, "fuse"):
-        return prog, stages
-    t = time.perf_counter()
-    prog = fusion.fuse(prog)
-    stats["fuse_s"] = time.perf_counter() - t
-    stages["fused"] = prog
-    return prog, stages
-
-
-def _plan(prog, stats) -> tuple[dict, int, object]:
-    """Byte offsets (from the planned region's start) of the TEMP/FEEDER/RECEIVER buffers."""
-    t = time.perf_counter()
-    try:
-        from ...alloc import plan_memory
-    except ImportError:
-        offsets, top = {}, 0
-        for b in prog.buffers:
-            if b.kind in (BufferKind.TEMP, BufferKind.FEEDER, BufferKind.RECEIVER):
-                offsets[b.name] = top
-                top += -(-b.nbytes // ALIGN) * ALIGN
-        stats["plan_s"] = time.perf_counter() - t
-        return offsets, top, None
-    plan = plan_memory(prog, ALIGN, members=False)
-    stats["plan_s"] = time.perf_counter() - t
-    return plan.offsets, plan.arena_bytes, plan
-
-
-def _layout(prog, planned: dict, planned_bytes: int):
-    """Float offsets of every buffer and the arena size (bytes), plus the region (byte
-    offset, bytes) of the parameters loops write (what a checkpoint copies)."""
-    written = {id(b) for s, _ in prog.walk() if isinstance(s, (For, While))
-               for b in s.writes() if b.kind is BufferKind.PARAM}
-    params = [b for b in prog.buffers if b.kind is BufferKind.PARAM]
-    params.sort(key=lambda b: id(b) not in written)
-    off = {}
-    top = (kernels.SLACK + 16) * 4
-    snap_start = top
-    for b in params:
-        off[b.name] = top // 4
-        top += -(-b.nbytes // ALIGN) * ALIGN
-        if id(b) in written:
-            snap_end = top
-    snap = (snap_start, snap_end - snap_start) if written else (0, 0)
-    for b in prog.buffers:
-        if b.kind is BufferKind.OUTPUT:
-            off[b.name] = top // 4
-            top += -(-b.nbytes // ALIGN) * ALIGN
-    for name, o in planned.items():
-        off[name] = (top + o) // 4
-    top += planned_bytes
-    sa, sb = _scratch(prog)
-    off[codegen.SCRATCH_A] = top // 4
-    top += -(-sa * 4 // ALIGN) * ALIGN
-    off[codegen.SCRATCH_B] = top // 4
-    top += -(-sb * 4 // ALIGN) * ALIGN + kernels.SLACK * 4
-    return off, top, snap
-
-
-def _scratch(prog) -> tuple[int, int]:
-    """Floats of scratch for packing DotProduct operands (the largest A and B spaces)."""
-    sa = sb = 0
-    for s, _ in prog.walk():
-        k = s.kernel if isinstance(s, FusedKernel) else s
-        if isinstance(k, DotProduct):
-            n = max(codegen.pack_sizes(k))     # either operand may land in either slot
-            sa, sb = max(sa, n), max(sb, n)
-    return sa, sb
-
-
 class _Kernels:
     """The kernel bodies of a program being rendered, each distinct source once.
 
     A kernel statement renders with its buffers' offsets as int arguments
-    (:class:`.codegen.Args`); one whose body (up to its name) and launch sizes equal an
-    earlier one's reuses that body and only brings its own arguments. An index-checked
-    kernel's id in the error record is a literal of its body, so such kernels share a body
-    only with themselves.
+    (:class:`~autodiff.device.cstyle.codegen.Args`); one whose body (up to its name) and
+    launch sizes equal an earlier one's reuses that body and only brings its own arguments.
+    An index-checked kernel's id in the error record is a literal of its body, so such
+    kernels share a body only with themselves.
     """
 
     def __init__(self):
@@ -146,7 +65,7 @@ class _Kernels:
 
     def render(self, s, off, target, check=(1, None)) -> list:
         """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
-        ``check`` as :func:`.codegen.kernel`."""
+        ``check`` as :func:`~autodiff.device.cstyle.codegen.kernel`."""
         name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
         self.count += 1
         out = []
@@ -322,7 +241,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.target.for_device`'s choice; ``prefetch`` is
+            tile) override :func:`.device.for_device`'s choice; ``prefetch`` is
             ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
@@ -339,17 +258,17 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     t_all = time.perf_counter()
     ctx, dev = context(opencl_device)
     stats: dict = {"device": dev.name.strip()}
-    prog, stages = _lower(graph, stats, options)
-    planned, planned_bytes, plan = _plan(prog, stats)
+    prog, stages = arena.lower(graph, stats, options)
+    planned, planned_bytes, plan = arena.plan(prog, stats)
     if plan is not None:
         stages["alloc"] = plan
         if report is not None:
             report.stats["memory"] = plan.stats()
-    off, arena_bytes, snap = _layout(prog, planned, planned_bytes)
+    off, arena_bytes, snap = arena.layout(prog, planned, planned_bytes)
     t = time.perf_counter()
     kernels_, by_launch = _Kernels(), {}
     chain_work = options.get("chain_work", chain.default_work(dev))
-    tgt = target.for_device(dev).with_options(reductions=options.get("reductions"),
+    tgt = for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
     nodes = {n.id: n for g in (graph, prog.graph or graph) for n in g.walk()}
@@ -379,10 +298,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                             + ([control.SET_KERNEL] if counters else []))
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
-    arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(prg, la.name)
-        la.kernel.set_arg(0, arena)
+        la.kernel.set_arg(0, buf)
         for i, v in enumerate(launch_args[la], 1):
             la.kernel.set_arg(i, np.int32(v))
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
@@ -396,7 +315,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["arena_bytes"] = arena_bytes
     stats["compile_s"] = time.perf_counter() - t_all
     stages["opencl"] = _Listing(src)
-    exe = Executable(ctx, dev, queue, arena, arena_bytes, steps, params, outputs,
+    exe = Executable(ctx, dev, queue, buf, arena_bytes, steps, params, outputs,
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 
 from ...procedural.ir import Copy, DotProduct, Elementwise, FusedKernel, Gather, Reduce, ScatterAdd
-from .dialect import OPENCL, body_name
-from .kernels import Source
+from ..cstyle.dialect import body_name
+from ..cstyle.kernels import Source
+from .dialect import OPENCL
 
 #: largest kernel (:func:`work`, flop-equivalents) that joins a chain; chosen by a sweep on
 #: PoCL (BENCHMARKS.md, "Where the OpenCL time goes")

@@ -28,7 +28,7 @@ from ...procedural.access import Var, evaluate, substitute
 from ...procedural.access import Num
 from ...procedural.ir import IndexValue, Load
 from ...procedural.rewrite import expr_vars, map_exprs
-from .kernels import SLACK
+from ..cstyle.kernels import SLACK
 
 #: float offset in the arena of the loop counters (one int per loop depth)
 COUNTERS = SLACK + 8
@@ -85,7 +85,7 @@ def host_condition(cond: IndexValue, exe) -> bool:
 
 def guard(cond_buffer, offsets: dict) -> str:
     """The C condition of a device-decided branch: element 0 of ``cond_buffer`` nonzero."""
-    from .codegen import Values
+    from ..cstyle.codegen import Values
     return f"({Values(offsets, {}).scalar(Load(cond_buffer, Num(0)))} != 0)"
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import os
 
+from ..cstyle.target import DEFAULT_TILE, TILES, Target
+
 INSTALL = ("apt-get update && apt-get install -y pocl-opencl-icd ocl-icd-libopencl1 "
            "&& pip install pyopencl")
 
@@ -90,3 +92,16 @@ def context(spec: str | None = None):
 def is_gpu(device) -> bool:
     """Whether ``device`` is a GPU (selects GPU idioms such as work-group reductions)."""
     return bool(device.type & _cl().device_type.GPU)
+
+
+def for_device(device) -> Target:
+    """How to render kernels for a ``pyopencl.Device``: a GPU gets one point per work-item
+    and work-group tree reductions; a CPU device its native float vector width in lanes,
+    the register tile that fills its vector registers, and a work-item per row
+    (:mod:`autodiff.device.cstyle.target` gives the measurements)."""
+    cl = _cl()
+    if not device.type & cl.device_type.CPU:
+        return Target(vector=1, tile=DEFAULT_TILE, reductions="tree")
+    native = int(getattr(device, "native_vector_width_float", 8) or 8)
+    native = native if native in (4, 8, 16) else 8
+    return Target(vector=native, tile=TILES.get(native, DEFAULT_TILE), reductions="row")

@@ -46,7 +46,8 @@ from ...graph.ir import Op
 from ...graph.rng import iteration_words
 from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
-from . import callback, codegen, control
+from ..cstyle import codegen
+from . import callback, control
 
 #: steps that run themselves (``run(exe)``)
 HOST_STEPS = control.STEPS + callback.STEPS

@@ -1,10 +1,13 @@
-"""Kernel templates of the OpenCL device, run standalone on one arena and checked against
-numpy: matmul (every layout, edge tiles, batches, fused epilogue), row reductions,
-elementwise. The arena outside each output must stay untouched (edge stores are masked)."""
+"""The shared kernel templates in the OpenCL dialect, run standalone on PoCL on one arena
+and checked against numpy: matmul (every layout, edge tiles, batches, fused epilogue), row
+and tree reductions, elementwise, operand packing. The arena outside each output must stay
+untouched (edge stores are masked)."""
 import numpy as np
 import pytest
 
-from autodiff.device.opencl import device, kernels as K
+from autodiff.device.cstyle import kernels as K
+from autodiff.device.opencl import device
+from autodiff.device.opencl.dialect import OPENCL
 
 try:
     device.candidates()
@@ -60,12 +63,13 @@ def _mm_source(ar, name, M, N, Kd, ta, tb, batch, tile=None):
     sc = bstr(batch + (M, N)) + (N, 1)
     epi = lambda v, w, r, c: f"fmax({v} + vload{w}(0, buf + {obias} + {c}), 0.0f)"
     if tile is None:
-        src = K.matmul(name, M, N, Kd, K.Ref(oa, sa), K.Ref(ob, sb), K.Ref(oc, sc), batch, epi)
+        src = K.matmul(name, M, N, Kd, K.Ref(oa, sa), K.Ref(ob, sb), K.Ref(oc, sc), batch, epi,
+                       d=OPENCL)
     else:
         loop, K.EPILOGUE_LOOP_CHARS = K.EPILOGUE_LOOP_CHARS, 0
         try:
             src = K.matmul(name, M, N, Kd, K.Ref(oa, sa), K.Ref(ob, sb), K.Ref(oc, sc), batch,
-                           epi, tile=tile)
+                           epi, tile=tile, d=OPENCL)
         finally:
             K.EPILOGUE_LOOP_CHARS = loop
         assert ("i_ <" in src.src) == (min(M, tile[0]) > 1)
@@ -105,10 +109,12 @@ def test_matmul_writes_nothing_else(matmuls):
 
 
 def test_matmul_uses_vector_tiles():
-    src = K.matmul("mm", 64, 64, 64, K.Ref(0, (64, 1)), K.Ref(0, (64, 1)), K.Ref(0, (64, 1)))
+    src = K.matmul("mm", 64, 64, 64, K.Ref(0, (64, 1)), K.Ref(0, (64, 1)), K.Ref(0, (64, 1)),
+                   d=OPENCL)
     assert "vload16" in src.src and "fma" in src.src
     assert src.global_size == (64 // K.TN, 64 // K.TM, 1)
-    dot = K.matmul("mm", 64, 64, 64, K.Ref(0, (64, 1)), K.Ref(0, (1, 64)), K.Ref(0, (64, 1)))
+    dot = K.matmul("mm", 64, 64, 64, K.Ref(0, (64, 1)), K.Ref(0, (1, 64)), K.Ref(0, (64, 1)),
+                   d=OPENCL)
     assert dot.global_size == (64 // K.DN, 64 // K.DM, 1)   # B contiguous along K: dot form
 
 
@@ -125,7 +131,7 @@ def reductions():
         pro = lambda v, w, r, c: f"exp({v} - 1.0f)"
         srcs.append(K.row_reduce(f"red{i}", rows, length, K.Ref(ox, (length, 1)),
                                  K.Ref(oo, (1,)), op, prologue=pro,
-                                 epilogue=lambda v, w, r, c: f"({v} * 2.0f)"))
+                                 epilogue=lambda v, w, r, c: f"({v} * 2.0f)", d=OPENCL))
         e = np.exp(x.astype(np.float64) - 1)
         where[(rows, length, op)] = (oo, 2 * (e.sum(1) if op == "sum" else e.max(1)))
     host = ar.host()
@@ -158,7 +164,7 @@ def test_tree_reduce_matches_numpy_and_writes_nothing_else(group):
         ox, oo = ar.add(x), ar.add(np.zeros(rows, np.float32))
         srcs.append(K.tree_reduce(
             f"tree{i}", rows, length, lambda w, j, ox=ox, n=length: f"buf[{ox} + r*{n} + {j}]",
-            lambda s, oo=oo: [f"buf[{oo} + r] = {s} * 2.0f;"], op, group=group))
+            lambda s, oo=oo: [f"buf[{oo} + r] = {s} * 2.0f;"], op, group=group, d=OPENCL))
         where.append((oo, 2 * (x.sum(1, dtype=np.float64) if op == "sum" else x.max(1))))
     host = ar.host()
     out, _ = run_sources(srcs, host)
@@ -172,14 +178,14 @@ def test_tree_reduce_matches_numpy_and_writes_nothing_else(group):
 
 def test_tree_reduce_rejects_a_group_that_is_not_a_power_of_two():
     with pytest.raises(ValueError, match="power of two"):
-        K.tree_reduce("t", 2, 8, lambda w, j: "0.0f", lambda s: [], group=6)
+        K.tree_reduce("t", 2, 8, lambda w, j: "0.0f", lambda s: [], group=6, d=OPENCL)
 
 
 def test_elementwise_template():
     x = RNG.standard_normal(1000).astype(np.float32)
     ar = Arena()
     ox, oo = ar.add(x), ar.add(np.zeros(1000, np.float32))
-    src = K.elementwise("e", 1000, f"tanh(buf[{ox} + i]) * 3.0f", K.Ref(oo, (1,)))
+    src = K.elementwise("e", 1000, f"tanh(buf[{ox} + i]) * 3.0f", K.Ref(oo, (1,)), d=OPENCL)
     out, _ = run_sources([src], ar.host())
     np.testing.assert_allclose(out[oo:oo + 1000], np.tanh(x) * 3, rtol=2e-6, atol=1e-7)
 
@@ -207,7 +213,7 @@ def test_pack_panels(case):
         ox, st = ar.add(wide), (2 * Kd, 2)
     nt = -(-R // rows)
     od = ar.add(np.full(nt * Kd * rows, -7.0, np.float32))
-    src = K.pack_panels("pp", R, Kd, K.Ref(ox, st), rows, od)
+    src = K.pack_panels("pp", R, Kd, K.Ref(ox, st), rows, od, d=OPENCL)
     host = ar.host()
     out, _ = run_sources([src], host)
     panel = out[od:od + nt * Kd * rows].reshape(nt, Kd, rows)

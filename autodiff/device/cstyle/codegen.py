@@ -1,4 +1,5 @@
-"""Kernel sources from the procedural IR: one OpenCL kernel per (fused) kernel statement.
+"""Kernel sources from the procedural IR: one C-style kernel per (fused) kernel statement,
+in the dialect (:mod:`.dialect`) the device passes.
 
 Every buffer lives in one arena (``buf``); ``offsets`` gives each buffer's first element
 (floats). Index variables of a kernel become C ints computed from the work-item id; access
@@ -30,7 +31,7 @@ from . import dtypes as D
 from . import kernels as K
 from . import philox
 from . import render as R
-from .dialect import OPENCL, Dialect
+from .dialect import Dialect
 from .target import Target
 
 #: B contiguous along K is transposed into scratch when C has at least this many rows
@@ -48,7 +49,7 @@ FLAG_WORDS = 8
 FLAG_INIT = (0, 0, 0, 0, 0, 2 ** 31 - 1, -(2 ** 31), 0)
 
 
-def _index_report(check, var: str, d: Dialect = OPENCL) -> str:
+def _index_report(check, var: str, d: Dialect) -> str:
     """C statements recording an out-of-range index ``var`` of the kernel with id
     ``check[0]`` into the arena's error record (OpenCL 1.1 32-bit global atomics, which the
     CUDA prelude maps to CUDA's: the first kernel to fail in program order owns the
@@ -201,7 +202,7 @@ class Values:
                     f"({self.scalar(v.b, extra, lane)}))")
         if isinstance(v, Apply):
             return self._apply(v, [self.scalar(a, extra, lane) for a in v.args], 1)
-        raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
+        raise NotImplementedError(f"codegen: cannot render value {type(v).__name__}")
 
     def _apply(self, v: Apply, args: list[str], w: int) -> str:
         operand = value_dtype(v.args[1 if v.op is Op.WHERE else 0])
@@ -266,7 +267,7 @@ class Values:
             return f"(({cond}) ? ({self._vector(v.a, vec, w)}) : ({self._vector(v.b, vec, w)}))"
         if isinstance(v, Apply):
             return self._apply(v, [self._vector(a, vec, w) for a in v.args], w)
-        raise NotImplementedError(f"opencl: cannot render value {type(v).__name__}")
+        raise NotImplementedError(f"codegen: cannot render value {type(v).__name__}")
 
 
 def _flat_env(vars, shape, flat: Var) -> dict:
@@ -411,7 +412,7 @@ def _split_index(d: Dialect, n: int, chunks: int, vec: Var | None, w: int,
                 f"  const int {vec.name} = (g_ % {chunks}) * {w};"]
 
 
-def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect = OPENCL,
+def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect,
                 width: int = 1) -> K.Source:
     """Straight-line code, one work-item per ``w`` consecutive points along the innermost
     (merged) variable (``w`` from :func:`pick_width`; 1 gives one work-item per point).
@@ -526,7 +527,7 @@ def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
     return K.Ref(f"({R.access(base)})", tuple(strides)) if _param_free(base) else None
 
 
-def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect = OPENCL,
+def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
                 tile: tuple[int, int, int] = (K.TM, K.TN, 1), width: int = 1) -> list:
     """A matmul tile kernel with the outputs' epilogue fused (register ``tile``, see
     :func:`.kernels.matmul`), or a scalar fallback; operands that are not strided arrays
@@ -676,7 +677,7 @@ def _dot_scalar(name, k: DotProduct, offsets, d):
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def reduce(name: str, k: Reduce, offsets: dict, d: Dialect = OPENCL,
+def reduce(name: str, k: Reduce, offsets: dict, d: Dialect,
            tree: bool = False, width: int = 1) -> K.Source:
     """A reduction with its epilogue, in one of three forms:
 
@@ -765,7 +766,7 @@ def _loads_of(v: Value) -> list[Load]:
     return [x for x in walk_values(v) if isinstance(x, Load)]
 
 
-def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
+def copy(name: str, k: Copy, offsets: dict, d: Dialect) -> K.Source:
     n = k.src.size
     if D.is_word(k.src.dtype):
         expr = f"buf[{offsets[k.src.name]} + i]"
@@ -778,7 +779,7 @@ def copy(name: str, k: Copy, offsets: dict, d: Dialect = OPENCL) -> K.Source:
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL,
+def gather(name: str, k: Gather, offsets: dict, d: Dialect,
            check=(1, None)) -> K.Source:
     """out[r, c] = table[idx[r], c]. ``check`` = ``(id, ignored value or None)``: a bad
     index is recorded (column 0 reports it) in the arena's error record under ``id``
@@ -799,7 +800,7 @@ def gather(name: str, k: Gather, offsets: dict, d: Dialect = OPENCL,
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), 64) * 64,), (64,))
 
 
-def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect = OPENCL,
+def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect,
                 check=(1, None)) -> K.Source:
     """One work-item per column: zero it, then add the updates in index order (no races).
     A bad index is recorded under ``check[0]`` (column 0 reports it) and skipped."""
@@ -836,7 +837,7 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
              Gather: gather, ScatterAdd: scatter_add}
 
 
-def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
+def kernel(name: str, k, offsets: dict, d: Dialect,
            target: Target = Target(), check=(1, None),
            args: bool = False) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
@@ -856,7 +857,7 @@ def kernel(name: str, k, offsets: dict, d: Dialect = OPENCL,
         k = k.kernel
     fn = RENDERERS.get(type(k))
     if fn is None:
-        raise NotImplementedError(f"opencl: no kernel template for {type(k).__name__}")
+        raise NotImplementedError(f"codegen: no kernel template for {type(k).__name__}")
     if args:
         offsets = Args(offsets, literal=(SCRATCH_A, SCRATCH_B))
     if fn is reduce:

@@ -1,9 +1,10 @@
-"""Code-generation choices for one OpenCL device: vector lanes, matmul register tile,
-reduction form.
+"""Code-generation choices for one device: vector lanes, matmul register tile, reduction
+form.
 
 Kernel templates (:mod:`.kernels`, :mod:`.codegen`) are written once; a :class:`Target`
-says how wide and how blocked to render them. :func:`for_device` derives it from what the
-device reports:
+says how wide and how blocked to render them. Each device derives it from what the device
+reports (:func:`autodiff.device.opencl.device.for_device`; the CUDA device's is fixed,
+:data:`autodiff.device.cuda.dialect.TARGET`), as measured on PoCL 3.1:
 
 * a CPU device vectorises explicit vectors only (PoCL does not vectorise a work-item's own
   loop, and builtins such as ``exp`` stay scalar library calls across work-items: 0.13
@@ -47,24 +48,15 @@ class Target:
 
     def __post_init__(self):
         if self.reductions not in ("row", "tree"):
-            raise ValueError(f"opencl: reductions must be 'row' or 'tree', not "
+            raise ValueError(f"codegen target: reductions must be 'row' or 'tree', not "
                              f"{self.reductions!r}")
         if self.vector not in (1, 2, 4, 8, 16):
-            raise ValueError(f"opencl: vector must be 1, 2, 4, 8 or 16, not {self.vector!r}")
+            raise ValueError(f"codegen target: vector must be 1, 2, 4, 8 or 16, not "
+                             f"{self.vector!r}")
         rows, width, vectors = self.tile
         if width * vectors != 16 or rows < 1:
-            raise ValueError(f"opencl: tile {self.tile} must cover 16 columns")
+            raise ValueError(f"codegen target: tile {self.tile} must cover 16 columns")
 
     def with_options(self, **options) -> "Target":
         """A copy with the given fields replaced (``None`` values ignored)."""
         return replace(self, **{k: v for k, v in options.items() if v is not None})
-
-
-def for_device(device) -> Target:
-    """The :class:`Target` of a ``pyopencl.Device`` (see the module docstring)."""
-    import pyopencl as cl
-    if not device.type & cl.device_type.CPU:
-        return Target(vector=1, tile=DEFAULT_TILE, reductions="tree")
-    native = int(getattr(device, "native_vector_width_float", 8) or 8)
-    native = native if native in (4, 8, 16) else 8
-    return Target(vector=native, tile=TILES.get(native, DEFAULT_TILE), reductions="row")

@@ -1,12 +1,14 @@
-"""Source generation from the procedural IR without running it: strides of access
-expressions, dimension merging, the matmul/packing choices, the op table."""
+"""Source generation from the procedural IR without running it (the shared C-style
+codegen, rendered in the OpenCL dialect): strides of access expressions, dimension merging,
+the matmul/packing choices, the op table."""
 import pytest
 
 from autodiff.graph.ir import Op
 from autodiff.procedural.access import Num, Var, flat
 from autodiff.procedural.ir import (Acc, Apply, Buffer, BufferKind, Const, DotProduct,
                                     Elementwise, Load, Output, Reduce)
-from autodiff.device.opencl import codegen, render
+from autodiff.device.cstyle import codegen, render
+from autodiff.device.opencl.dialect import OPENCL
 
 Y, X, K = Var("Y", 6), Var("X", 40), Var("K", 24)
 
@@ -33,7 +35,7 @@ def test_elementwise_source_has_flat_index_and_table_ops():
     a, b, out = _buf("a", (6, 40)), _buf("b", (40,)), _buf("out", (6, 40))
     v = Apply(Op.MUL, (Apply(Op.LOG, (Load(a, flat([Y, X], (6, 40))),)), Load(b, X)))
     k = Elementwise((6, 40), (Y, X), (Output(out, flat([Y, X], (6, 40)), v),))
-    src = codegen.elementwise("e", k, {"a": 100, "b": 400, "out": 500}).src
+    src = codegen.elementwise("e", k, {"a": 100, "b": 400, "out": 500}, d=OPENCL).src
     assert "_ad_log(buf[(i + 100)])" in src and "buf[(i + 500)] = o0;" in src
     assert "(i % 40) + 400" in src                 # broadcast b: one mod, no div
 
@@ -45,12 +47,12 @@ def test_dot_product_picks_tiles_and_packs_transposed_b():
                    Load(w, flat([X, K], (40, 24))),
                    (Output(out, flat([Ym, X], (96, 40)), Apply(Op.RELU, (Acc(),))),))
     offs = {"a": 64, "w": 3000, "out": 5000, codegen.SCRATCH_A: 9000, codegen.SCRATCH_B: 12000}
-    srcs = codegen.dot_product("mm", k, offs)
+    srcs = codegen.dot_product("mm", k, offs, d=OPENCL)
     assert [s.name for s in srcs] == ["mm_pb", "mm"]        # B^T packed, then 8x16 tiles
     assert "vload16(0, B + k*40 + n0)" in srcs[1].src and "_ad_max(" in srcs[1].src
     small = DotProduct((6, 40), (Y, X), K, Load(a, flat([Y, K], (6, 24))),
                        Load(w, flat([X, K], (40, 24))), (Output(out, flat([Y, X], (6, 40)), Acc()),))
-    srcs = codegen.dot_product("mm2", small, offs)
+    srcs = codegen.dot_product("mm2", small, offs, d=OPENCL)
     assert len(srcs) == 1 and "_hsum16" in srcs[0].src     # few rows: dot-product form
 
 
@@ -59,7 +61,7 @@ def test_const_operand_is_a_literal():
     k = DotProduct((6, 40), (Y, X), K, Load(a, flat([Y, K], (6, 24))), Const(1.0),
                    (Output(out, flat([Y, X], (6, 40)), Acc()),))
     src = codegen.dot_product("c", k, {"a": 64, "out": 900, codegen.SCRATCH_A: 2000,
-                                       codegen.SCRATCH_B: 3000})[0].src
+                                       codegen.SCRATCH_B: 3000}, d=OPENCL)[0].src
     assert "(float16)(1.0f)" in src and "kk" not in src     # tile kernel, no scalar loop
 
 
@@ -68,7 +70,7 @@ def test_row_reduce_vectorises_over_merged_axes():
     RY, RX = Var("RY", 6), Var("RX", 40)
     k = Reduce(Op.SUM, (6, 40), (RY, RX), (0, 1), Load(x, flat([RY, RX], (6, 40))),
                (Output(out, Num(0), Acc()),))
-    src = codegen.reduce("r", k, {"x": 64, "out": 500}).src
+    src = codegen.reduce("r", k, {"x": 64, "out": 500}, d=OPENCL).src
     assert "vload16(0, buf + (j + 64))" in src
 
 
@@ -86,7 +88,7 @@ def test_vector_elementwise_loads_and_masks_the_tail():
     v = Apply(Op.EXP, (Apply(Op.MUL, (Load(a, flat([Yt, X], (6, 40))), Load(b, X))),))
     k = Elementwise((6, 40), (Yt, X), (Output(out, flat([Yt, X], (6, 40)), v),))
     # b, broadcast over the rows, keeps rows of 40: 5 work-items of 8 lanes per row
-    src = codegen.elementwise("e", k, {"a": 100, "b": 400, "out": 500}, width=16).src
+    src = codegen.elementwise("e", k, {"a": 100, "b": 400, "out": 500}, width=16, d=OPENCL).src
     assert "exp(((vload8(0, buf + (((i * 40) + c) + 100)))*(vload8(0, buf + (c + 400)))))" in src
     assert "vstore8(o0, 0, (buf + (((i * 40) + c) + 500)));" in src and "c_0" not in src
     # rows of 20 with a transposed read: 16 lanes, the tail masked, b gathered lane by lane
@@ -94,7 +96,7 @@ def test_vector_elementwise_loads_and_masks_the_tail():
     bt = _buf("bt", (20, 6))
     k2 = Elementwise((6, 20), (Yt, Xs), (Output(out, flat([Yt, Xs], (6, 20)), Apply(
         Op.ADD, (Load(a, flat([Yt, Xs], (6, 20))), Load(bt, flat([Xs, Yt], (20, 6)))))),))
-    src2 = codegen.elementwise("e2", k2, {"a": 100, "bt": 400, "out": 500}, width=16).src
+    src2 = codegen.elementwise("e2", k2, {"a": 100, "bt": 400, "out": 500}, width=16, d=OPENCL).src
     assert "if (c+16 <= 20) vstore16(" in src2        # masked tail store
     assert "c_15 = min(c+15, 19)" in src2              # bt read lane by lane
 
@@ -111,11 +113,11 @@ def test_column_sum_reads_rows_contiguously():
     RY, Xc = Var("RY", 64), Var("X", 36)
     k = Reduce(Op.SUM, (64, 36), (RY, Xc), (0,), Load(x, flat([RY, Xc], (64, 36))),
                (Output(out, Xc, Apply(Op.MUL, (Acc(), Const(0.5)))),))
-    src = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=16).src
+    src = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=16, d=OPENCL).src
     assert "float16 acc" in src and "for (int j = 0; j < 64; j++)" in src
     assert "vload16(0, buf + (((j * 36) + c) + 64))" in src
     assert "if (c+16 <= 36) vstore16(" in src
-    scalar = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=1).src
+    scalar = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=1, d=OPENCL).src
     assert "float16" not in scalar
 
 
@@ -129,7 +131,7 @@ def test_invariant_subexpressions_are_hoisted_and_dead_stores_dropped():
     first = Apply(Op.MUL, (Load(w, idx), Const(0.5)))
     k = Elementwise((6, 40), (Yt, X), (Output(w, idx, first),
                                        Output(w, idx, Apply(Op.DIV, (first, corr)))))
-    src = codegen.elementwise("h", k, {"w": 100, "step": 20}, width=16).src
+    src = codegen.elementwise("h", k, {"w": 100, "step": 20}, width=16, d=OPENCL).src
     assert "const float u0_ = ((1.0f)-(_ad_pow(0.9f, buf[20])));" in src
     assert src.count("_ad_pow") == 1 and src.count("vstore16") == 1
 
@@ -140,10 +142,10 @@ def test_register_tile_follows_the_target():
     k = DotProduct((96, 40), (Ym, X), K, Load(a, flat([Ym, K], (96, 24))),
                    Load(b, flat([K, X], (24, 40))), (Output(out, flat([Ym, X], (96, 40)), Acc()),))
     offs = {"a": 64, "b": 3000, "out": 5000, codegen.SCRATCH_A: 9000, codegen.SCRATCH_B: 12000}
-    avx2 = codegen.dot_product("m", k, offs, tile=(6, 8, 2))[-1]
+    avx2 = codegen.dot_product("m", k, offs, tile=(6, 8, 2), d=OPENCL)[-1]
     assert "float8 acc5_1" in avx2.src and "acc6" not in avx2.src
     assert avx2.global_size[:2] == (3, 16)
-    avx512 = codegen.dot_product("m", k, offs, tile=(8, 16, 1))[-1]
+    avx512 = codegen.dot_product("m", k, offs, tile=(8, 16, 1), d=OPENCL)[-1]
     assert "float16 acc7" in avx512.src and avx512.global_size[:2] == (3, 12)
 
 
@@ -155,10 +157,10 @@ def test_aligned_vectors_load_head_split_views():
     idx = (C // 32) * 2048 + T * 32 + C % 32
     k = Elementwise((64, 128), (T, C), (Output(out, flat([T, C], (64, 128)),
                                                Apply(Op.MUL, (Load(src_b, idx), Const(2.0)))),))
-    src = codegen.elementwise("h", k, {"heads": 100, "out": 20000}, width=8).src
+    src = codegen.elementwise("h", k, {"heads": 100, "out": 20000}, width=8, d=OPENCL).src
     assert "vload8(0, buf + " in src and "c_0" not in src
     odd = Elementwise((64, 124), (T, Var("X", 124)), (Output(
         _buf("o2", (64, 124)), flat([T, Var("X", 124)], (64, 124)),
         Load(src_b, (Var("X", 124) // 31) * 2048 + T * 32 + Var("X", 124) % 31)),))
-    src2 = codegen.elementwise("h2", odd, {"heads": 100, "o2": 20000}, width=8).src
+    src2 = codegen.elementwise("h2", odd, {"heads": 100, "o2": 20000}, width=8, d=OPENCL).src
     assert "c_7" in src2                   # extent not a multiple of 8: lane by lane

@@ -1,4 +1,4 @@
-"""How each dtype lives in the OpenCL arena and in registers: loads, stores, casts, and the
+"""How each dtype lives in the arena and in registers: loads, stores, casts, and the
 C spellings of ops on integers and bool.
 
 The arena is one ``float`` buffer ``buf``; a buffer's offset is in floats (every buffer
@@ -73,7 +73,7 @@ def load(index: str, dtype: str, buf: str = "buf") -> str:
         return f"vload_half({index}, (__global const half*){buf})"
     if dtype == "bfloat16":
         return f"as_float((uint)((__global const ushort*){buf})[{index}] << 16)"
-    raise NotImplementedError(f"opencl: no storage for dtype {dtype}")
+    raise NotImplementedError(f"codegen: no storage for dtype {dtype}")
 
 
 def store(index: str, value: str, dtype: str, buf: str = "buf") -> str:
@@ -88,7 +88,7 @@ def store(index: str, value: str, dtype: str, buf: str = "buf") -> str:
         return f"vstore_half_rte({value}, {index}, (__global half*){buf});"
     if dtype == "bfloat16":
         return f"((__global ushort*){buf})[{index}] = _ad_bf16_bits({value});"
-    raise NotImplementedError(f"opencl: no storage for dtype {dtype}")
+    raise NotImplementedError(f"codegen: no storage for dtype {dtype}")
 
 
 def const(value, dtype: str, w: int = 1) -> str | None:
@@ -182,7 +182,7 @@ def code(op: Op, args: list[str], w: int, operand: str, result: str,
     elif op in float_table and (kind == "float" or op in COMPARE or op is Op.WHERE):
         table = float_table
     if table is None:
-        raise NotImplementedError(f"opencl: no C expression for {op.name} on {operand}")
+        raise NotImplementedError(f"codegen: no C expression for {op.name} on {operand}")
     return round_to(table[op](w, *args), result)
 
 

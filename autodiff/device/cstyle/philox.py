@@ -1,8 +1,12 @@
-"""Philox-4x32-10 in OpenCL C: the device side of ``Op.RAND`` (procedural :class:`Rand`).
+"""Philox-4x32-10 on C-style devices: the device side of ``Op.RAND`` (procedural
+:class:`Rand`): where the counter words live in the arena and the C call a random draw
+renders to.
 
-A word-for-word port of :func:`autodiff.graph.rng.philox4x32` and the counter layout of
-:func:`autodiff.graph.rng.philox_uniform`, so that a dropout mask drawn on the OpenCL
-device is bit-identical to the numpy reference:
+Each device's program defines ``_ad_rand`` and the kernel :data:`SET_KERNEL` as a
+word-for-word port of :func:`autodiff.graph.rng.philox4x32` and the counter layout of
+:func:`autodiff.graph.rng.philox_uniform` (OpenCL C:
+:data:`autodiff.device.opencl.render.PHILOX`; CUDA: :func:`autodiff.device.cuda.prelude.philox`),
+so that a dropout mask drawn on either device is bit-identical to the numpy reference:
 
 * key ``(k0, k1) = (seed mod 2**32, stream mod 2**32)``, literals in the kernel;
 * counter ``(e >> 2, 0, c2, c3)`` for flat element ``e`` (node sizes below ``2**31``, so
@@ -29,30 +33,6 @@ SET_KERNEL = "_ad_set_iteration_words"
 
 #: the C call every Rand renders to contains this (marks a kernel that reads the words)
 CALL = "_ad_rand("
-
-SOURCE = f"""
-inline uint4 _ad_philox4x32(uint4 c, uint k0, uint k1) {{
-  #pragma unroll
-  for (int r = 0; r < 10; r++) {{
-    if (r) {{ k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }}
-    const uint h0 = mul_hi(0xD2511F53u, c.x), l0 = 0xD2511F53u * c.x;
-    const uint h1 = mul_hi(0xCD9E8D57u, c.z), l1 = 0xCD9E8D57u * c.z;
-    c = (uint4)(h1 ^ c.y ^ k0, l1, h0 ^ c.w ^ k1, l0);
-  }}
-  return c;
-}}
-inline float _ad_rand(uint k0, uint k1, int e, __global const float* buf) {{
-  const uint4 w = _ad_philox4x32((uint4)((uint)e >> 2, 0u, as_uint(buf[{ITER_WORDS}]),
-                                         as_uint(buf[{ITER_WORDS + 1}])), k0, k1);
-  const int s = e & 3;
-  const uint x = s == 0 ? w.x : (s == 1 ? w.y : (s == 2 ? w.z : w.w));
-  return (float)(x >> 8) * 5.9604644775390625e-08f;
-}}
-__kernel void {SET_KERNEL}(__global float* restrict buf, const uint c2, const uint c3) {{
-  buf[{ITER_WORDS}] = as_float(c2);
-  buf[{ITER_WORDS + 1}] = as_float(c3);
-}}
-"""
 
 
 def call(key, index: str) -> str:

@@ -1,5 +1,6 @@
-"""Kernel templates for CPU-class OpenCL devices (PoCL 3.1 measurements
-behind each choice: BENCHMARKS.md, "Where the OpenCL time goes").
+"""Kernel templates, written once for every C-style dialect (:mod:`.dialect`) and tuned on
+CPU-class OpenCL devices (PoCL 3.1 measurements behind each choice: BENCHMARKS.md,
+"Where the OpenCL time goes").
 
 Each template renders one kernel's source with every size, stride and arena offset as a
 literal, so the compiler sees constant index arithmetic and a launch binds one argument,
@@ -28,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from .dialect import OPENCL, Dialect
+from .dialect import Dialect
 
 #: floats of slack kept before the first and after the last buffer of an arena.
 SLACK = 32
@@ -59,8 +60,9 @@ class Source:
 
     ``whole``: the source is a complete kernel that shares work between the work-items of
     a work-group (local memory, barriers), never a body to wrap or chain
-    (:mod:`.chain`). ``params``: C declarations of the int parameters after ``buf`` (arena
-    offsets, see :class:`.codegen.Args`) and ``args`` their values for this launch."""
+    (:mod:`autodiff.device.opencl.chain`). ``params``: C declarations of the int
+    parameters after ``buf`` (arena offsets, see :class:`.codegen.Args`) and ``args`` their
+    values for this launch."""
     name: str
     src: str
     global_size: tuple[int, ...]
@@ -129,8 +131,8 @@ def ref_store(c: Ref, N: int, batch: tuple[int, ...] = (),
 
 
 def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
-           batch: tuple[int, ...] = (), epilogue: Epilogue | None = None,
-           d: Dialect = OPENCL, tile: tuple[int, int, int] = (TM, TN, 1),
+           batch: tuple[int, ...] = (), epilogue: Epilogue | None = None, *,
+           d: Dialect, tile: tuple[int, int, int] = (TM, TN, 1),
            prelude: list[str] = ()) -> Source:
     """C[..., M, N] = epilogue(A[..., M, K] @ B[..., K, N]).
 
@@ -286,7 +288,7 @@ def panel_rows(tile, M: int) -> int:
 
 
 def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
-                d: Dialect = OPENCL) -> Source:
+                d: Dialect) -> Source:
     """Copy a matmul operand into panels ``[ceil(R / rows)][K][rows]`` at ``dst``.
 
     ``x`` holds the operand as ``R`` x ``K`` (strides: along R, along K): A's rows with
@@ -389,23 +391,11 @@ def _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store):
     return L, (_cdiv(N, DN), _cdiv(M, dm))
 
 
-#: helpers every program includes (horizontal sums/maxima of float16).
-HELPERS = """
-inline float _hsum16(float16 v) {
-  float8 a = v.lo + v.hi; float4 b = a.lo + a.hi; float2 c = b.lo + b.hi; return c.x + c.y;
-}
-inline float _hmax16(float16 v) {
-  float8 a = _ad_max(v.lo, v.hi); float4 b = _ad_max(a.lo, a.hi);
-  float2 c = _ad_max(b.lo, b.hi); return _ad_max(c.x, c.y);
-}
-"""
-
-
 def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], str],
                out: Ref | Callable[[str], list[str]], op: str = "sum",
                prologue: Callable[[str, int, str, str], str] | None = None,
                epilogue: Epilogue | None = None, setup: list[str] = (),
-               vector: bool = True, d: Dialect = OPENCL) -> Source:
+               vector: bool = True, *, d: Dialect) -> Source:
     """out[r] = epilogue(reduce_j prologue(x[r, j])) with one work-item per row ``r``.
 
     Args:
@@ -466,8 +456,8 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
 ROW_GROUP = 16
 
 
-def elementwise(name: str, n: int, expr: str, out: Ref, local: int = 64,
-                d: Dialect = OPENCL) -> Source:
+def elementwise(name: str, n: int, expr: str, out: Ref, local: int = 64, *,
+                d: Dialect) -> Source:
     """out[i] = expr for i < n, one work-item per element, ``i`` the flat index.
 
     ``expr`` is a C expression in ``i`` (and ``buf``) already containing the index
@@ -487,12 +477,17 @@ TREE_GROUP = 128
 
 def tree_reduce(name: str, rows: int, length: int, x: Callable[[int, str], str],
                 out: Callable[[str], list[str]], op: str = "sum", setup: list[str] = (),
-                group: int = TREE_GROUP, d: Dialect = OPENCL) -> Source:
+                group: int = TREE_GROUP, *, d: Dialect) -> Source:
     """out[r] = reduce_j x[r, j] with one work-group of ``group`` work-items per row: each
     work-item reduces the columns ``j = lid, lid + group, ...`` (coalesced on a GPU), then
     a tree over local memory halves the partial results ``log2(group)`` times, with a
     barrier per level (the classic GPU reduction, Harris, "Optimizing Parallel Reduction
-    in CUDA", 2007).
+    in CUDA", 2007). In a dialect with warp shuffles (``d.warp`` lanes, fewer than
+    ``group``) the tree stops at two warps' partials: the first warp adds them pairwise
+    and finishes with ``log2(d.warp)`` register shuffles (``d.shuffle_down``) and no
+    barrier or shared-memory traffic (Harris's last-warp unrolling, done with the
+    ``__shfl_down_sync`` of the CUDA Programming Guide's warp shuffle functions). Both
+    forms add the same pairs in the same order.
 
     Args:
         rows, length: number of rows and the reduced length of each row.
@@ -524,10 +519,21 @@ def tree_reduce(name: str, rows: int, length: int, x: Callable[[int, str], str],
     L += [f"  float s = {ident};",
           f"  for (int j = lid; j < {length}; j += {group}) {{",
           f"    const float v = {x(1, 'j')};", f"    s = {comb('s', 'v')};", "  }",
-          "  part[lid] = s;", f"  {d.barrier}",
-          f"  for (int h = {group // 2}; h > 0; h >>= 1) {{",
-          f"    if (lid < h) part[lid] = {comb('part[lid]', 'part[lid + h]')};",
-          f"    {d.barrier}", "  }",
-          "  if (lid == 0) {", "    s = part[0];"]
-    L += [f"    {st}" for st in out("s")] + ["  }", "}"]
+          "  part[lid] = s;", f"  {d.barrier}"]
+    warp = d.warp if 0 < d.warp < group else 0          # the tree's last lanes: shuffles
+    if not warp or group // 2 > warp:
+        L += [f"  for (int h = {group // 2}; h > {warp or 0}; h >>= 1) {{",
+              f"    if (lid < h) part[lid] = {comb('part[lid]', 'part[lid + h]')};",
+              f"    {d.barrier}", "  }"]
+    if not warp:
+        L += ["  if (lid == 0) {", "    s = part[0];"]
+        L += [f"    {st}" for st in out("s")] + ["  }", "}"]
+    else:
+        down = d.shuffle_down.format(x="s", o="o")
+        L += [f"  if (lid < {warp}) {{",
+              f"    s = {comb('part[lid]', f'part[lid + {warp}]')};",
+              "    #pragma unroll",
+              f"    for (int o = {warp // 2}; o > 0; o >>= 1) s = {comb('s', down)};",
+              "    if (lid == 0) {"]
+        L += [f"      {st}" for st in out("s")] + ["    }", "  }", "}"]
     return Source(name, "\n".join(L), (max(rows, 1) * group,), (group,), whole=True)
