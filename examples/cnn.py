@@ -172,8 +172,7 @@ def plot(losses, accs, test_acc: float, path: str) -> None:
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
-                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl; with "
-                        "--data-parallel: numpy)")
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--channels", type=int, default=16)
@@ -186,8 +185,6 @@ def main(argv=None) -> dict:
                    help="one of the processes of `mpiexec -n N`: a shard of each global "
                         "batch, gradients averaged")
     args = p.parse_args(argv)
-    if args.data_parallel and args.device is None:
-        args.device = "numpy"       # the one device that runs collectives (host callbacks)
 
     x_tr, y_tr, x_te, y_te = load(args.seed)
     model = build(args.channels, args.seed)

@@ -74,8 +74,7 @@ def train(net, steps: int = 1000, device: str | None = None, lr: float = 0.01,
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
-                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl; with "
-                        "--data-parallel: numpy)")
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=2, help="rows of the (global) batch")
     p.add_argument("--verbose", action="store_true")
@@ -83,8 +82,6 @@ def main() -> None:
                    help="one of the processes of `mpiexec -n N`: a shard of each batch, "
                         "gradients averaged")
     args = p.parse_args()
-    if args.data_parallel and args.device is None:
-        args.device = "numpy"       # the one device that runs collectives (host callbacks)
     net = build()
     rank = 0
     if args.data_parallel:

@@ -372,8 +372,7 @@ def plot_losses(losses, val_before: float, val_after: float, path: str,
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
-                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl; with "
-                        "--data-parallel: numpy)")
+                   help="numpy, opencl or tvm (default: $AUTODIFF_DEVICE, else opencl)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
@@ -407,8 +406,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> dict:
     """Train, evaluate, sample; print the figures. Returns them as a dict."""
     args = parse_args(argv)
-    if args.data_parallel and args.device is None:
-        args.device = "numpy"       # the one device that runs collectives (host callbacks)
     rank, world = (dist.get_rank(), dist.get_world_size()) if args.data_parallel else (0, 1)
     say = print if rank == 0 else (lambda *a, **k: None)
     ad.manual_seed(args.seed)

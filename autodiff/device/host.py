@@ -199,7 +199,7 @@ def safe_indices(idx: np.ndarray, node) -> np.ndarray:
 
 #: devices that run ``CALLBACK`` nodes (host functions inside the program, among them the
 #: collectives of :mod:`autodiff.distributed`)
-CALLBACK_DEVICES = ("numpy",)
+CALLBACK_DEVICES = ("numpy", "opencl", "tvm")
 
 
 def check_callbacks(graph, device: str) -> None:
@@ -314,19 +314,25 @@ def call_receiver(spec, it: tuple, arrays) -> None:
         raise ReceiverError(spec.name, it, f"callback raised {type(e).__name__}: {e}") from e
 
 
-def call_callback(spec, it: tuple, arrays) -> np.ndarray:
+def call_callback(spec, it: tuple, arrays, copy: bool = True) -> np.ndarray:
     """``spec.fn(*arrays)`` for a ``CALLBACK`` node (``spec``: its
     :class:`~autodiff.graph.ir.CallbackSpec`), with fresh numpy copies of the operand
     values (device storage arrays in, host dtypes given to ``fn``); returns the result
     checked against ``spec.shape``/``spec.dtype`` and converted to the device storage
     dtype (a C-contiguous array the device owns).
 
+    ``copy=False`` (for functions known not to keep their arguments nor return them, the
+    collectives of :mod:`autodiff.distributed`): operands already in their host dtype are
+    passed as they are, and the result is returned without a copy when it is already in
+    the storage dtype (the caller copies it where it needs).
+
     Raises:
         CallbackError: the function raised or returned a wrong value.
         DistributedError: raised by a collective (another process failed): unchanged.
     """
     dts = spec.dtypes or (None,) * len(arrays)
-    arrays = [np.array(a) if dt is None else np.array(a, dtype=dtypes.host(dt))
+    arrays = [np.array(a, copy=copy or None) if dt is None
+              else np.array(a, dtype=dtypes.host(dt), copy=copy or None)
               for a, dt in zip(arrays, dts)]
     try:
         v = spec.fn(*arrays)
@@ -340,7 +346,7 @@ def call_callback(spec, it: tuple, arrays) -> np.ndarray:
                else type(v).__name__)
         raise CallbackError(spec.name, it, f"expected a numpy array of shape "
                                            f"{list(spec.shape)} {spec.dtype}, got {got}")
-    return np.array(dtypes.to_storage(v, spec.dtype), order="C", copy=True)
+    return np.array(dtypes.to_storage(v, spec.dtype), order="C", copy=copy or None)
 
 
 @contextlib.contextmanager

@@ -12,8 +12,15 @@ bandwidth-optimal shape of an all-reduce: Rabenseifner, "Optimization of Collect
 Reduction Operations", ICCS 2004). A buffer whose size is not a multiple of the process
 count is padded with zeros on the host. ``max``/``min`` are exact in any order and use
 ``Allreduce``.
+
+Every operation is MPI's nonblocking form, completed by polling with short sleeps
+(:func:`complete`): a blocking MPI call spins on its core while it waits for the other
+processes, which takes the core from the device's own threads (on OpenCL they compute
+the next gradient bucket's backward meanwhile) and, on a loaded machine, from everyone.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -21,6 +28,19 @@ from ..graph import dtypes
 
 #: reduction ops by name
 OPS = ("sum", "mean", "max", "min")
+
+#: first and longest sleep between two polls of a pending MPI request (seconds)
+POLL_FIRST, POLL_MAX = 1e-5, 2e-4
+
+
+def complete(req) -> None:
+    """Wait for the MPI request ``req`` by polling it (``Test``, which also makes MPI's
+    progress), sleeping between polls from :data:`POLL_FIRST` doubling up to
+    :data:`POLL_MAX` seconds."""
+    delay = POLL_FIRST
+    while not req.Test():
+        time.sleep(delay)
+        delay = min(2 * delay, POLL_MAX)
 
 
 def _mpi():
@@ -51,7 +71,7 @@ class Comm:
         if self.size == 1:
             return bool(failed)
         self._flag[0] = 1 if failed else 0
-        self.comm.Allreduce(self._flag, self._any, op=_mpi().MAX)
+        complete(self.comm.Iallreduce(self._flag, self._any, op=_mpi().MAX))
         return bool(self._any[0])
 
     def allgather(self, obj) -> list:
@@ -87,13 +107,13 @@ class Comm:
             send = np.zeros(per * self.size, work.dtype)
             send[:n] = work.ravel()
             part = np.empty(per, work.dtype)
-            self.comm.Reduce_scatter_block(send, part, op=MPI.SUM)
+            complete(self.comm.Ireduce_scatter_block(send, part, op=MPI.SUM))
             full = np.empty(per * self.size, work.dtype)
-            self.comm.Allgather(part, full)
+            complete(self.comm.Iallgather(part, full))
             out = full[:n].reshape(work.shape)
         else:
             out = np.empty_like(work)
-            self.comm.Allreduce(work, out, op=MPI.MAX if op == "max" else MPI.MIN)
+            complete(self.comm.Iallreduce(work, out, op=MPI.MAX if op == "max" else MPI.MIN))
         if op == "mean":
             out = np.asarray(out / np.asarray(self.size, out.dtype))
         return np.asarray(out.astype(x.dtype, copy=False))
@@ -102,7 +122,7 @@ class Comm:
         """Process ``src``'s ``x`` on every process (a new array)."""
         buf = np.array(_wide(x), order="C", copy=True)
         if self.size > 1:
-            self.comm.Bcast(buf, root=src)
+            complete(self.comm.Ibcast(buf, root=src))
         return np.asarray(buf.astype(x.dtype, copy=False))
 
     def reduce(self, x: np.ndarray, op: str, dst: int) -> np.ndarray:
@@ -115,7 +135,8 @@ class Comm:
         else:
             out = np.zeros_like(work)
             mop = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
-            self.comm.Reduce(work, out if self.rank == dst else None, op=mop, root=dst)
+            complete(self.comm.Ireduce(work, out if self.rank == dst else None, op=mop,
+                                       root=dst))
         if op == "mean" and self.rank == dst:
             out = np.asarray(out / np.asarray(self.size, out.dtype))
         return np.asarray(out.astype(x.dtype, copy=False))

@@ -5,7 +5,8 @@ Mechanism (PyTorch's, ``torch/nn/parallel/distributed.py``, on a traced program)
 
 * Construction: parameters and buffers are broadcast from rank 0 on the host (their
   current values, before any program runs), so every process starts identical.
-  Parameters are grouped into buckets of at most ``bucket_cap_mb`` (25 MB), in reverse
+  Parameters are grouped into buckets of at most ``bucket_cap_mb`` (25 MB; under the
+  default cap the first bucket holds at most 1 MiB, as PyTorch's), in reverse
   registration order (about the order their gradients are ready in the backward pass),
   one dtype per bucket.
 * Each parameter gets a post-accumulate-grad hook; the first one fired in a
@@ -40,6 +41,9 @@ from .collectives import all_reduce_node, broadcast_node
 
 #: PyTorch's default bucket size (MiB)
 BUCKET_CAP_MB = 25
+#: PyTorch's first bucket with the default cap (``dist._DEFAULT_FIRST_BUCKET_BYTES``, MiB):
+#: small, so that the first all-reduce starts early in the backward pass
+FIRST_BUCKET_MB = 1
 
 
 class DistributedDataParallel(Module):
@@ -60,7 +64,7 @@ class DistributedDataParallel(Module):
         dim: 0 (accepted for compatibility).
         broadcast_buffers: in training mode, use rank 0's buffers at every forward.
         process_group: None (the default group).
-        bucket_cap_mb: bucket size in MiB (default 25).
+        bucket_cap_mb: bucket size in MiB (default 25, the first bucket 1 MiB).
         find_unused_parameters: parameters without a gradient in a ``backward()`` take part
             with zeros (else that ``backward()`` raises, naming them).
         check_reduction, gradient_as_bucket_view, static_graph: accepted for compatibility
@@ -89,8 +93,9 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         cap = BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
         self.bucket_bytes_cap = int(cap * 1024 * 1024)
+        first = FIRST_BUCKET_MB * 1024 * 1024 if bucket_cap_mb is None else None
         self._ddp_params = [p for p in module.parameters() if p.requires_grad]
-        self._ddp_buckets = plan_buckets(self._ddp_params, self.bucket_bytes_cap)
+        self._ddp_buckets = plan_buckets(self._ddp_params, self.bucket_bytes_cap, first)
         self._ddp_ready: dict = {}
         self._ddp_comm = comm
         sync_module_states(module)
@@ -145,18 +150,22 @@ class DistributedDataParallel(Module):
                 _reduce_bucket(bucket, ready)
 
 
-def plan_buckets(params: list, cap_bytes: int) -> list[list]:
+def plan_buckets(params: list, cap_bytes: int, first_bytes: int | None = None) -> list[list]:
     """Parameters in buckets of at most ``cap_bytes`` (a larger parameter alone), one dtype
-    each, in reverse order of ``params``."""
+    each, in reverse order of ``params``; the first bucket of each dtype holds at most
+    ``first_bytes`` when given (PyTorch's 1 MiB first bucket under the default cap)."""
     buckets: list[list] = []
     open_: dict[str, tuple[list, int]] = {}
+    opened: dict[str, int] = {}             # buckets made per dtype
     for p in reversed(params):
         dt = p._var.dtype
         nbytes = p.numel() * dtypes.itemsize(dt)
         cur = open_.get(dt)
-        if cur is None or (cur[1] + nbytes > cap_bytes and cur[0]):
+        limit = first_bytes if first_bytes is not None and opened.get(dt) == 1 else cap_bytes
+        if cur is None or (cur[1] + nbytes > limit and cur[0]):
             cur = ([], 0)
             buckets.append(cur[0])
+            opened[dt] = opened.get(dt, 0) + 1
         cur[0].append(p)
         open_[dt] = (cur[0], cur[1] + nbytes)
     return buckets

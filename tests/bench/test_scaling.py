@@ -1,5 +1,6 @@
 """The scaling table (bench/scaling.py): speedup and efficiency on synthetic rows, and one
-real 2-process run of W3 per system (a few steps; no timing asserted)."""
+real 2-process run of W3 per system (a few steps, autodiff on OpenCL where available; no
+timing asserted)."""
 from __future__ import annotations
 
 import pytest
@@ -28,6 +29,10 @@ def test_table_of_synthetic_rows():
 @pytest.mark.skipif(scaling.missing() is not None, reason=str(scaling.missing()))
 @pytest.mark.parametrize("system", scaling.SYSTEMS)
 def test_a_real_two_process_run(system):
-    row = scaling.run_one("transformer", system, 2, 3, "numpy", 300, [])
+    from autodiff.device import unavailable
+    device = "opencl" if unavailable("opencl") is None else "numpy"
+    row = scaling.run_one("transformer", system, 2, 3, device, 300, [])
     assert row["status"] == "ok", row
     assert row["steps_per_s"] > 0 and row["timed_steps"] >= 1
+    if system == "autodiff":                # 2 buckets (1 MiB first), timed per step
+        assert row["allreduce_ms"] > 0

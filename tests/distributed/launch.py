@@ -38,6 +38,22 @@ def missing() -> str | None:
 
 needs_mpi = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
+#: the devices that run collectives, each distributed test runs on
+DEVICES = ("numpy", "opencl", "tvm")
+
+
+def devices(ranks=(2,)) -> list:
+    """``pytest.param((ranks, device))`` for every process count and device, skipped with
+    the reason where the device cannot run here; ids like ``2ranks-opencl``."""
+    from autodiff.device import unavailable
+    out = []
+    for dev in DEVICES:
+        why = unavailable(dev)
+        for n in ranks:
+            out.append(pytest.param((n, dev), id=f"{n}ranks-{dev}", marks=pytest.mark.skipif(
+                why is not None, reason=str(why))))
+    return out
+
 
 def run(program: str, n: int, *args, timeout: float = 180, device: str | None = None,
         expect_rc: int | None = 0) -> subprocess.CompletedProcess:

@@ -1,13 +1,14 @@
-"""all_reduce / broadcast / reduce on 2 and 3 processes (mpiexec): values against numpy on
-every rank's inputs, odd sizes, bit-identical results on every rank, inside ir_for, and
-gradients against PyTorch and float64 finite differences of the global loss."""
+"""all_reduce / broadcast / reduce on 2 and 3 processes (mpiexec), on every device that runs
+collectives: values against numpy on every rank's inputs, odd sizes, bit-identical results
+on every rank, inside ir_for, and gradients against PyTorch and float64 finite differences
+of the global loss."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from launch import load, needs_mpi, run
+from launch import devices, load, needs_mpi, run
 
 pytestmark = needs_mpi
 
@@ -16,11 +17,12 @@ OPS = {"float32": ("sum", "mean", "max", "min"), "float16": ("sum", "max"),
        "int32": ("sum", "max", "min"), "int64": ("sum", "min"), "bool": ("max", "min")}
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"{n}ranks")
+@pytest.fixture(scope="module", params=devices((2, 3)))
 def ranks(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"collectives{request.param}")
-    run("collectives", request.param, out, "numpy")
-    return [load(out, "collectives", r) for r in range(request.param)]
+    n, device = request.param
+    out = tmp_path_factory.mktemp(f"collectives{n}{device}")
+    run("collectives", n, out, device, timeout=600)
+    return [load(out, "collectives", r) for r in range(n)]
 
 
 def _reduce(xs, op):

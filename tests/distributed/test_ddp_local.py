@@ -34,6 +34,17 @@ def test_buckets_in_reverse_order_under_the_cap():
     assert [len(b) for b in plan_buckets(ps, 1)] == [1, 1, 1, 1]      # one each
     ddp = dist.DistributedDataParallel(m, bucket_cap_mb=120 / 2 ** 20)
     assert ddp.buckets == [["2.bias", "2.weight", "0.bias"], ["0.weight"]]
+    # PyTorch's small first bucket (under the default cap): then buckets of the cap
+    assert [[p.shape for p in b] for b in plan_buckets(ps, 120, 20)] == \
+        [[(3,)], [(3, 6), (6,)], [(6, 4)]]
+
+
+def test_the_default_cap_has_a_1mib_first_bucket():
+    m = nn.Sequential(nn.Linear(512, 512), nn.Linear(512, 256))   # weights 1 and 0.5 MiB
+    names = dist.DistributedDataParallel(m).buckets
+    assert names == [["1.bias", "1.weight", "0.bias"], ["0.weight"]]
+    assert dist.DistributedDataParallel(m, bucket_cap_mb=25).buckets == \
+        [["1.bias", "1.weight", "0.bias", "0.weight"]]
 
 
 def test_state_dict_keys_are_module_prefixed():

@@ -1,5 +1,5 @@
 """The examples' ``--data-parallel`` mode: ``mpiexec -n 2`` prints the same losses as one
-process with the global batch (rank 0 prints, on the numpy device by default)."""
+process with the global batch (rank 0 prints; the numpy device, the tests' default)."""
 from __future__ import annotations
 
 import os

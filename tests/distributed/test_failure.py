@@ -1,4 +1,4 @@
-"""A failure on one process stops every process (mpiexec -n 2): the error names the failing
+"""A failure on one process stops every process (mpiexec -n 2, every device): the error names the failing
 rank and iteration on every rank, the variables (parameters and optimizer state) are those
 after the last iteration every rank completed, bit for bit, and the process group still
 works afterwards. A process that dies outright or of an uncaught exception ends the job."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launch import load, needs_mpi, run
+from launch import devices, load, needs_mpi, run
 
 pytestmark = needs_mpi
 
@@ -23,11 +23,12 @@ SCENARIOS = {
 }
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("failure")
-    run("failure", 2, out, "numpy")
-    return [load(out, "failure", r) for r in range(2)]
+@pytest.fixture(scope="module", params=devices())
+def ranks(request, tmp_path_factory):
+    n, device = request.param
+    out = tmp_path_factory.mktemp(f"failure{device}")
+    run("failure", n, out, device, timeout=300)
+    return [load(out, "failure", r) for r in range(n)]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

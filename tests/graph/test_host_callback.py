@@ -6,10 +6,20 @@ import pytest
 import torch
 
 import autodiff as ad
+from autodiff.device import unavailable
 from autodiff.graph.ir import Op
 from op_helper import check_op
 
-DEVICES = [{"device": "numpy"}, {"device": "numpy", "ir": "procedural"}]
+
+def _device(name):
+    why = unavailable(name)
+    return pytest.param({"device": name}, id=name,
+                        marks=pytest.mark.skipif(why is not None, reason=str(why)))
+
+
+DEVICES = [pytest.param({"device": "numpy"}, id="graph"),
+           pytest.param({"device": "numpy", "ir": "procedural"}, id="procedural"),
+           _device("opencl"), _device("tvm")]
 
 
 def _sin(x):
@@ -36,7 +46,7 @@ def test_two_operands_one_vjp_call():
     assert len(calls) == 1                 # traced once for both operands
 
 
-@pytest.mark.parametrize("options", DEVICES, ids=["graph", "procedural"])
+@pytest.mark.parametrize("options", DEVICES)
 def test_runs_once_per_iteration_in_order(options):
     seen = []
     w = ad.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
@@ -58,7 +68,7 @@ def test_runs_once_per_iteration_in_order(options):
         np.testing.assert_array_equal(out[k], w.numpy().sum(0) * 2 * (k + 1) + 1)
 
 
-@pytest.mark.parametrize("options", DEVICES, ids=["graph", "procedural"])
+@pytest.mark.parametrize("options", DEVICES)
 def test_int_operands_arrive_in_host_dtypes(options):
     got = []
     x = ad.tensor(np.array([1, 2, 3], np.int64))
@@ -69,7 +79,7 @@ def test_int_operands_arrive_in_host_dtypes(options):
     np.testing.assert_array_equal(y.numpy(), [3, 5, 7])
 
 
-@pytest.mark.parametrize("options", DEVICES, ids=["graph", "procedural"])
+@pytest.mark.parametrize("options", DEVICES)
 def test_a_failing_callback_names_it_and_the_iteration(options):
     w = ad.Tensor(np.ones(3, np.float32))
 
@@ -89,13 +99,14 @@ def test_a_failing_callback_names_it_and_the_iteration(options):
     np.testing.assert_array_equal(w.numpy(), [3, 3, 3])     # after iterations 0 and 1
 
 
+@pytest.mark.parametrize("options", DEVICES)
 @pytest.mark.parametrize("bad", [np.zeros(4, np.float32), np.zeros(3, np.float64), 1.0])
-def test_a_wrong_result_is_an_error(bad):
+def test_a_wrong_result_is_an_error(bad, options):
     x = ad.Tensor(np.ones(3, np.float32))
     ad.host_callback(lambda a: bad, [x * 2], (3,), name="cb")
     with pytest.raises(ad.CallbackError, match=r"Callback 'cb': expected a numpy array of "
                                                r"shape \[3\] float32"):
-        ad.execute(device="numpy")
+        ad.execute(**options)
 
 
 def test_never_pruned_or_merged():

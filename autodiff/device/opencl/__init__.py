@@ -7,7 +7,8 @@ shared C-style templates of :mod:`autodiff.device.cstyle` in the OpenCL dialect,
 (:mod:`.chain`: runs of small kernels become one single-work-item launch, the others get
 an NDRange wrapper) -> build, and returns
 an :class:`~.runtime.Executable` whose ``run`` drives the ``For`` loops from the host.
-Branches, while loops and loop counters: :mod:`.control`.
+Branches, while loops and loop counters: :mod:`.control`. Host functions inside the program
+(``CALLBACK``, e.g. the all-reduce of data-parallel training): :mod:`.callback`.
 
 Arena layout: :mod:`autodiff.device.cstyle.arena`.
 """
@@ -20,13 +21,14 @@ import numpy as np
 
 from ...graph.dtypes import storage
 from ...graph.ir import Op
-from ...procedural.ir import (BufferKind, FeederWrite, For, FusedKernel, Gather, If,
-                              IndexValue, Kernel, ReceiverRead, Reduce, ScatterAdd, While)
+from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, FeederWrite, For,
+                              FusedKernel, Gather, If, IndexValue, Kernel, ReceiverRead, Reduce,
+                              ScatterAdd, While)
 from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
-from ..host import check_callbacks, ignored
-from . import chain, control, render
+from ..host import ignored
+from . import callback, chain, control, render
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -117,6 +119,8 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
         elif isinstance(s, ReceiverRead):
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
+        elif isinstance(s, (CallbackRead, CallbackWrite)):     # a host boundary: callback.py
+            steps.append(callback.steps_for(s, off, steps, storage))
         elif isinstance(s, Kernel):
             s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
             if s is None:
@@ -219,8 +223,10 @@ def _walk(stmts):
 
 
 def _callbacks(stmts) -> bool:
-    """Whether ``stmts`` (nested blocks included) call Feeders or Receivers."""
-    return any(isinstance(x, (ReceiverRead, FeederWrite)) for x, _ in _walk(stmts))
+    """Whether ``stmts`` (nested blocks included) call Feeders, Receivers or host
+    functions."""
+    return any(isinstance(x, (ReceiverRead, FeederWrite, CallbackRead, CallbackWrite))
+               for x, _ in _walk(stmts))
 
 
 def _on_device(s: If, target) -> bool:
@@ -286,10 +292,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         OpenCLUnavailable: no OpenCL platform (the message names the install command).
         KernelBuildError: the generated program did not build (source path + build log).
         ArenaOutOfMemory: the arena exceeds the device's largest allocation.
-        NotImplementedError: a statement kind with no kernel template; a host callback
-            (``CALLBACK``: :func:`~autodiff.device.host.check_callbacks`).
+        NotImplementedError: a statement kind with no kernel template.
     """
-    check_callbacks(graph, "opencl")
     import pyopencl as cl
     t_all = time.perf_counter()
     ctx, dev = context(opencl_device)
@@ -327,6 +331,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
     stats["program_kernels"] = len(set(launch_kernel.values()))
     stats["source_chars"] = len(src)
+    if any(isinstance(x, CallbackRead) for x, _ in _walk(prog.body)):
+        from .runtime import _blocks
+        stats["callbacks"] = callback.trace(steps, _blocks)
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
     prg, kern, path = build(ctx, dev, src, [philox.SET_KERNEL]

@@ -47,7 +47,10 @@ from ...graph.rng import iteration_words
 from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
 from ..cstyle import codegen
-from . import control
+from . import callback, control
+
+#: steps that run themselves (``run(exe)``)
+HOST_STEPS = control.STEPS + callback.STEPS
 
 #: iterations a Receiver may lag behind the host loop (staging ring depth), and iterations
 #: in flight on the device
@@ -267,10 +270,12 @@ class Pending:
 @dataclass(eq=False)
 class Checkpoint:
     """The loop-written parameters at the start of iteration ``base`` (a device copy),
-    and the Feeder staging arrays of every call since (the record a replay reads)."""
+    and the Feeder staging arrays of every call since (the record a replay reads), and
+    the results of the host callbacks since (:mod:`.callback`)."""
     base: int
     buffer: object
     record: list
+    results: list = field(default_factory=list)
 
 
 class Executable:
@@ -337,6 +342,8 @@ class Executable:
                                                          type(lp.body[-1]) is Receive)
         feed_bytes = sum(int(np.prod(f.shape)) * np.dtype(f.dtype).itemsize
                          for lp in _loops(steps) for f in _feeds(lp.body))
+        feed_bytes += sum(w.nbytes for lp in _loops(steps)        # recorded callback results
+                          for w in _feeds(lp.body, callback.CallWrite))
         self.checkpoint_every = max(1, min(CHECKPOINT, RECORD_BYTES // max(feed_bytes, 1)),
                                     self.prefetch + 1, 2 * RING + 1)
         self._staging = Staging(ctx, queue)
@@ -365,6 +372,7 @@ class Executable:
         self._words = self._dev_words = (0, 0)
         self._dev_counters = None           # loop counters last written to the arena
         self._replay: collections.deque | None = None
+        self._replay_results: collections.deque | None = None   # callback results
         self._record: list | None = None    # Feeder staging arrays of the current span
         self._ckpts: list = []              # the outermost loop's checkpoints (at most 2)
         self._unrecorded: list = []         # Feeder staging arrays outside loops
@@ -424,7 +432,7 @@ class Executable:
                     prof.append((st.name, ev))
             elif type(st) is Loop:
                 self._loop(st)
-            elif type(st) in control.STEPS:        # If / While (control.py)
+            elif type(st) in HOST_STEPS:    # If / While (control.py), callbacks (callback.py)
                 st.run(self)
             elif type(st) is Feed:
                 if st.pending is None:          # in place: program order
@@ -518,7 +526,7 @@ class Executable:
         self.progress.done(done)
         if len(self._ckpts) == 2 and self._ckpts[1].base <= done:
             old = self._ckpts.pop(0)
-            self._staging.release(old.record)
+            self._staging.release(old.record + old.results)
             if old.buffer is not None:
                 self._buffers.append(old.buffer)
 
@@ -532,7 +540,7 @@ class Executable:
             self._events = []
             if len(self._ckpts) == 2:
                 old = self._ckpts.pop(0)
-                self._staging.release(old.record)
+                self._staging.release(old.record + old.results)
                 if old.buffer is not None:
                     self._buffers.append(old.buffer)
             buf = None
@@ -569,6 +577,8 @@ class Executable:
         cl.enqueue_copy(q, self.arena, ck.buffer, byte_count=nb, src_offset=0, dst_offset=off)
         record = [a for c in self._ckpts if c.base >= ck.base for a in c.record]
         self._replay = collections.deque(record)
+        self._replay_results = collections.deque(
+            a for c in self._ckpts if c.base >= ck.base for a in c.results)
         for f in _feeds(lp.body):
             f.pending = None
         saved, self._iters = self._iters, []
@@ -642,11 +652,16 @@ class Executable:
         if self._record is not None and it:
             self._record.append(a)
         else:                                   # a Feeder outside any loop
-            self._unrecorded.append(a)
-            if len(self._unrecorded) > STAGING_UNRECORDED:
-                self.queue.finish()
-                self._staging.release(self._unrecorded)
-                self._unrecorded = []
+            self._keep_unrecorded(a)
+
+    def _keep_unrecorded(self, a: np.ndarray) -> None:
+        """Staging array ``a`` (a write in flight, outside the checkpoints' records) is
+        released at the next sync; every :data:`STAGING_UNRECORDED` arrays force one."""
+        self._unrecorded.append(a)
+        if len(self._unrecorded) > STAGING_UNRECORDED:
+            self.queue.finish()
+            self._staging.release(self._unrecorded)
+            self._unrecorded = []
 
     def _write_feed(self, f: Feed) -> None:
         import pyopencl as cl
@@ -739,12 +754,13 @@ def _loops(steps):
             yield from _loops(blk)
 
 
-def _feeds(steps):
+def _feeds(steps, kind=Feed):
+    """The steps of type ``kind`` (default: Feeds) in ``steps``, nested blocks included."""
     for s in steps:
-        if type(s) is Feed:
+        if type(s) is kind:
             yield s
         for blk in _blocks(s):
-            yield from _feeds(blk)
+            yield from _feeds(blk, kind)
 
 
 def run_sources(sources: list, arena: np.ndarray, spec: str | None = None,

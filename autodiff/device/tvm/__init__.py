@@ -34,7 +34,6 @@ except ImportError as _e:            # pragma: no cover - exercised without the 
                       "(apache-tvm==0.27.0.post1 with apache-tvm-ffi==0.1.14.post1)") from _e
 
 from ...opt.lower_control import lower_control
-from ..host import check_callbacks
 from .plan import loops
 from .runtime import Executable
 from .schedule import schedule_module
@@ -211,10 +210,7 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
         Unknown target; ``steps_per_call`` not None nor an int in ``[1, 128]``.
     RuntimeError
         A GPU target on a machine without that GPU (after ``export`` was written).
-    NotImplementedError
-        A host callback (``CALLBACK``: :func:`~autodiff.device.host.check_callbacks`).
     """
-    check_callbacks(graph, "tvm")
     lowered = lower_control(graph)
     prefetch = options.get("prefetch")
     steps, ex, listing, stats = build(lowered, target, tune, trials, steps_per_call, prefetch)

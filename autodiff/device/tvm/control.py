@@ -13,6 +13,13 @@ then holds, next to segments and loops:
   segments, reading the predicate back each iteration (Relax has no loop construct; TVM
   compiles each segment once).
 
+* :class:`Callback` (``CALLBACK``: ``host_callback``, the collectives of
+  :mod:`autodiff.distributed`): a host step between segments. The operands (values of
+  earlier segments) are copied to the host, the function runs
+  (:func:`~autodiff.device.host.call_callback`; a collective: the MPI all-reduce) and its
+  result becomes a device tensor that later segments read. No overlap with device work:
+  a segment call returns when its results are ready.
+
 A loop index (``INDEX``) is an input of the segment that reads it: a 0-d int32 tensor the
 host makes from the loop's iteration (stacked ``[K]`` in a ``K``-step call).
 """
@@ -75,6 +82,23 @@ class WhileLoop:
             exe.iters.pop()
 
 
+@dataclass
+class Callback:
+    """A ``CALLBACK`` node: ``node.arg.fn`` on the host values of ``node.srcs``; the result
+    (a device tensor) is bound to the node's id."""
+    node: Node
+
+    def blocks(self) -> list[list]:
+        return []
+
+    def run(self, exe, vars_, env) -> None:
+        from ..host import call_callback
+        arrays = [a if isinstance(a, np.ndarray) else a.numpy()
+                  for a in (env[s.id] for s in self.node.srcs)]
+        env[self.node.id] = exe._tensor(call_callback(self.node.arg, tuple(exe.iters),
+                                                      arrays))
+
+
 def _true(v) -> bool:
     a = v if isinstance(v, np.ndarray) else v.numpy()
     return bool(np.asarray(a).reshape(-1)[0] != 0)
@@ -95,4 +119,4 @@ def index_rows(key: tuple, start: int, k: int) -> np.ndarray:
 
 
 #: plan steps that run themselves (``run(exe, vars_, env)``) and hold step lists
-STEPS = (Branch, WhileLoop)
+STEPS = (Branch, WhileLoop, Callback)

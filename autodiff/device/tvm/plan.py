@@ -9,6 +9,7 @@ A graph (the top level or a loop body) becomes a list of steps in program order:
 * :class:`Loop`: a ``FOR`` node; the host runs its body's steps once per iteration.
 * :class:`~.control.Branch` / :class:`~.control.WhileLoop`: an ``IF`` / ``WHILE`` node,
   decided by the host from a value the device computed (:mod:`.control`).
+* :class:`~.control.Callback`: a ``CALLBACK`` node, a host function between segments.
 
 Values cross functions through the host environment by node id (``("val", id)``); variables
 (parameters, optimizer state) by ``("var", Variable)``: a segment reads a variable it
@@ -116,6 +117,10 @@ def _split(graph: Graph, counter) -> list:
             steps.append(control.WhileLoop(n, _split(n.arg.cond, counter),
                                            _split(n.arg.body, counter)))
             continue
+        if n.op is Op.CALLBACK:
+            seg = None
+            steps.append(control.Callback(n))
+            continue
         if seg is None or (n.op is Op.FEEDER and seg.receivers):
             seg = Segment(f"seg{next(counter)}")
             steps.append(seg)
@@ -150,7 +155,8 @@ def _wire(steps: list, live_out: set[int]) -> None:
             live |= body_live
             continue
         if isinstance(step, control.STEPS):
-            outs = [{o.id for o in g.outputs} for g in step.node.arg.graphs()]
+            outs = [{o.id for o in g.outputs} for g in
+                    (step.node.arg.graphs() if step.blocks() else ())]   # Callback: none
             for blk, out in zip(step.blocks(), outs):
                 _wire(blk, out)
             live |= _reads(step)

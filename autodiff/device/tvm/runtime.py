@@ -133,8 +133,10 @@ class Executable:
         outer = self.iters[0] if self.iters else None
         self.iters.append(0)
         ahead = None
-        if self.prefetch > 0 and all(isinstance(s, Segment) for s in loop.steps):
-            feeders = [(f.id, f.arg) for s in loop.steps for f in s.feeders]
+        if self.prefetch > 0 and all(isinstance(s, (Segment, control.Callback))
+                                     for s in loop.steps):
+            feeders = [(f.id, f.arg) for s in loop.steps if isinstance(s, Segment)
+                       for f in s.feeders]
             ahead = FeedAhead(feeders, n, self.prefetch, tuple(self.iters[:-1]),
                               self.progress, (lambda j: j) if top else (lambda j: outer))
         saved = (self._ahead, self._fed)
