@@ -199,7 +199,7 @@ def safe_indices(idx: np.ndarray, node) -> np.ndarray:
 
 #: devices that run ``CALLBACK`` nodes (host functions inside the program, among them the
 #: collectives of :mod:`autodiff.distributed`)
-CALLBACK_DEVICES = ("numpy",)
+CALLBACK_DEVICES = ("numpy", "cuda")
 
 
 def check_callbacks(graph, device: str) -> None:
