@@ -217,9 +217,9 @@ def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
                                        for x in _walk(s.cond + s.body))))
         elif isinstance(s, FeederWrite):
             b = s.buffer
-            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), b.dtype))
+            steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead):
-            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), b.dtype)
+            steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
         elif isinstance(s, CallbackRead):
             take = calls[id(s.call)] = Take([(off[b.name] * 4, tuple(b.shape),
@@ -379,7 +379,7 @@ def render(graph, limits: Limits, prefix: str = "", **options) -> Rendered:
     stats["arena_bytes"] = arena_bytes
     stages["cuda"] = _Listing(src)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
-    outputs = {nid: (off[b.name] * 4, tuple(b.shape), b.dtype)
+    outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
     return Rendered(src, steps, kernels, arena_bytes, params, outputs, snap, stages, stats,
                     limits, plan, counters)

@@ -43,8 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CallbackError, FeederError, ReceiverError
+from ...graph import dtypes
 from ...graph.rng import iteration_words
-from ..host import call_callback, check_feed
+from ..host import call_callback, call_receiver, check_feed
 from ..opencl import control as cl_control
 from ..opencl import philox
 from ..opencl.runtime import CHECKPOINT, RECORD_BYTES, RING, STAGING_UNRECORDED
@@ -320,7 +321,7 @@ class Executable:
             self._record = None
             self._staging.release_all()
             for var, off in self.params:
-                out = np.empty(var.shape, var.dtype)
+                out = np.empty(var.shape, dtypes.storage(var.dtype))
                 self._read(out, off)
                 self._finish()
                 store[var] = out
@@ -527,11 +528,7 @@ class Executable:
             self._wait(p.event)
         else:
             self.cu.cuEventDestroy(p.event)
-        try:
-            p.recv.spec.fn(*[a.copy() for a in p.arrays])
-        except Exception as e:
-            raise ReceiverError(p.recv.spec.name, p.iters,
-                                f"callback raised {type(e).__name__}: {e}") from e
+        call_receiver(p.recv.spec, p.iters, p.arrays)
 
     def close(self) -> None:
         """Free the graphs, the module, the device and pinned memory (also on garbage
