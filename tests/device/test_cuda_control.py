@@ -25,7 +25,6 @@ import pytest
 pytest.importorskip("cuda.bindings.driver", reason="the cuda device needs the [cuda] extra")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "graph"))
 
 import cuda_host  # noqa: E402
 import cuda_programs  # noqa: E402
@@ -33,42 +32,7 @@ import cuda_programs  # noqa: E402
 import autodiff as ad  # noqa: E402
 from autodiff.device.cuda import driver, nvrtc  # noqa: E402
 
-MODULES = ["test_control_if", "test_control_index", "test_control_while",
-           "test_control_scan", "test_control_checkpoint", "test_host_callback"]
-#: how a test function names the device it runs on: argument -> its CUDA value
-DEVICE_ARGS = {"path": ("cuda", {}), "options": {"device": "cuda"}}
-
-
-def _device_tests() -> list:
-    """``(id, function, keyword arguments)`` of every test of :data:`MODULES` that takes a
-    device (a ``path``, ``options`` or ``device`` argument), the device set to CUDA, one per
-    parametrization of its other arguments."""
-    import importlib
-    import inspect
-    out = []
-    for mod in MODULES:
-        m = importlib.import_module(mod)
-        for name, fn in sorted(vars(m).items()):
-            if not name.startswith("test_") or not callable(fn):
-                continue
-            args = inspect.signature(fn).parameters
-            if not any(a in args for a in ("path", "options", "device")):
-                continue
-            seen = set()
-            for kw in cuda_programs._cases(fn):
-                if "device" in args:
-                    kw.update(device="cuda", ir="graph")
-                for a, v in DEVICE_ARGS.items():
-                    if a in args:
-                        kw[a] = v
-                key = repr(sorted(kw.items()))
-                if key not in seen:
-                    seen.add(key)
-                    out.append((f"{mod[5:]}.{name}[{len(seen) - 1}]", fn, kw))
-    return out
-
-
-CASES = _device_tests()
+CASES = cuda_programs.control_cases()
 
 
 @pytest.fixture
@@ -96,7 +60,14 @@ def test_every_device_test_is_collected():
         assert want in names
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+#: cases whose run on the CPU stand-in takes long (many-block reductions run thread by
+#: thread): end-to-end, marked slow
+SLOW = ("control_checkpoint.", "control_scan.")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow]
+                                               if c[0].startswith(SLOW) else [])
+                                  for c in CASES], ids=[c[0] for c in CASES])
 def test_runs_on_the_cuda_host_loop(host, case):
     _, fn, kw = case
     ad.reset()
@@ -104,32 +75,68 @@ def test_runs_on_the_cuda_host_loop(host, case):
     assert host.calls.get("cuGraphLaunch", 0) > 0
 
 
-def test_branch_decisions_where_they_belong(host):
-    """A kernel-only branch on a device flag is guarded kernels in the iteration's one
-    graph (no read-back); a branch on the loop index is decided on the host (no read-back
-    either); a branch with a Receiver on a device flag costs one 4-byte read-back."""
-    from autodiff.device.cuda import control, program
-    w = ad.Tensor(np.ones(3, np.float32))
+def _program(dev):
+    """Three branches in a loop: kernels only on a device flag, kernels only on the loop
+    index, a Receiver on a device flag; and a while loop on a device flag after it."""
+    w = ad.Tensor(np.ones(3, np.float32), name="w")
     seen = []
 
     def step(i):
         w.add_(ad.tensor(np.full(3, 0.5, np.float32)))
         ad.ir_if(w.sum() > 6.0, lambda: w.mul_(ad.tensor(np.full(3, 0.5, np.float32))))
         ad.ir_if(i % 2 == 0, lambda: w.add_(w * 0.1))
-        ad.ir_if(w.sum() > 4.0, lambda: ad.Receiver(lambda v: seen.append(float(v)),
-                                                    [w.sum()]))
+        ad.ir_if(w.sum() > 4.5, lambda: ad.Receiver(lambda v, k: seen.append((float(v), int(k))),
+                                                    [w.sum(), i]))
     ad.ir_for(6, step)
-    ad.execute(device="cuda")
-    cuda_w, cuda_seen = w.numpy(), list(seen)
-    steps = ad.runtime.TRACER.last.stages if hasattr(ad.runtime.TRACER.last, "stages") else None
-    src = str(ad.runtime.TRACER.last.stages["cuda"])
-    assert "if (!(" in src                      # guarded kernels: the device-decided branch
+    ad.ir_while(lambda: w.sum() < 40.0, lambda: w.mul_(ad.tensor(np.full(3, 1.5, np.float32))),
+                max_iterations=50)
+    ad.execute(device=dev)
+    return w.numpy(), seen
+
+
+def test_branch_decisions_where_they_belong(host):
+    """A kernel-only branch on a device flag is guarded kernels inside the iteration's
+    graph; a branch on the loop index is decided on the host from its counters; a branch
+    with a Receiver reads its flag back; values and Receiver calls as on numpy."""
+    from autodiff.device.cuda import control, program
+    from autodiff.device.cuda.launch import ARCH
+    from autodiff.procedural.ir import IndexValue
+    w_ref, seen_ref = _program("numpy")
     ad.reset()
-    seen.clear()
-    w = ad.Tensor(np.ones(3, np.float32))
-    ad.ir_for(6, step)
-    ad.execute(device="numpy")
-    np.testing.assert_allclose(cuda_w, w.numpy(), rtol=1e-6)
-    np.testing.assert_allclose(cuda_seen, seen, rtol=1e-6)
-    assert len(seen) >= 2
-    del steps, control, program
+    w, seen = _program("cuda")
+    np.testing.assert_allclose(w, w_ref, rtol=1e-6, atol=1e-6)
+    assert [k for _, k in seen] == [k for _, k in seen_ref] and len(seen) >= 2
+    np.testing.assert_allclose([v for v, _ in seen], [v for v, _ in seen_ref], rtol=1e-6)
+    r = program.render(ad.runtime.TRACER.last.optimized, ARCH["sm_90"])
+    loop, = [st for st in r.steps if type(st) is program.Loop]
+    branches = [st for st in loop.body if type(st) is control.IfStep]
+    assert [isinstance(b.cond, IndexValue) for b in branches] == [True, False]
+    assert any(type(st) is control.WhileStep for st in r.steps)
+    assert "if (!((" in r.source                # the kernels of the device-decided branch
+    assert r.counters                           # the Receiver's ``i`` is a counter read
+    host_reads = host.calls["cuStreamSynchronize"]
+    assert host_reads >= len(seen) + 6
+
+
+def test_loop_index_in_kernels_is_a_counter_in_the_arena(host):
+    """``X[i % 3]`` and ``i`` as a value: kernels read the counters the one-thread kernel
+    writes before the graph of each iteration (nested loops: both counters)."""
+    from autodiff.device.cuda import program
+    from autodiff.device.cuda.launch import ARCH
+
+    def prog(dev):
+        X = ad.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+        w = ad.Tensor(np.zeros(4, np.float32))
+
+        def outer(i):
+            ad.ir_for(range(1, 7, 2), lambda j: w.add_(X[i % 3] * j.float() + i.float()))
+        ad.ir_for(4, outer)
+        ad.execute(device=dev)
+        return w.numpy()
+    ref = prog("numpy")
+    ad.reset()
+    got = prog("cuda")
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    r = program.render(ad.runtime.TRACER.last.optimized, ARCH["sm_90"])
+    assert r.counters and f"void __launch_bounds__(1) {r.counters}(" in r.source
+    assert host.calls["cuLaunchKernel"] >= 4 * 3        # the counters, once per iteration
