@@ -108,6 +108,25 @@ def source_binary(src: str, arch: str, options=()) -> nvrtc.Binary:
     return nvrtc.Binary(src.encode(), "cubin", arch, "", "<host emulation>")
 
 
+def install(monkeypatch) -> "HostDriver":
+    """Put a :class:`HostDriver` in place of the driver and :func:`source_binary` in place of
+    NVRTC for the rest of a test (``monkeypatch``: pytest's); returns the driver. Call
+    :func:`uninstall` at the end."""
+    from autodiff.device.cuda import driver
+    fake = HostDriver()
+    uninstall()
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
+    monkeypatch.setattr(nvrtc, "compile", source_binary)
+    return fake
+
+
+def uninstall() -> None:
+    """Forget the devices a :class:`HostDriver` listed (the driver's caches)."""
+    from autodiff.device.cuda import driver
+    driver.init.cache_clear()
+    driver.devices.cache_clear()
+
+
 class _Module:
     def __init__(self, src: str, workdir: str):
         key = hashlib.sha1(src.encode()).hexdigest()[:16]

@@ -30,7 +30,6 @@ import cuda_host  # noqa: E402
 import cuda_programs  # noqa: E402
 
 import autodiff as ad  # noqa: E402
-from autodiff.device.cuda import driver, nvrtc  # noqa: E402
 
 CASES = cuda_programs.control_cases()
 
@@ -40,14 +39,8 @@ def host(monkeypatch):
     """The CUDA device on :class:`cuda_host.HostDriver` (NVRTC replaced by the source)."""
     if cuda_host.gxx():
         pytest.skip(cuda_host.gxx())
-    fake = cuda_host.HostDriver()
-    driver.init.cache_clear()
-    driver.devices.cache_clear()
-    monkeypatch.setattr(driver, "bindings", lambda: fake)
-    monkeypatch.setattr(nvrtc, "compile", cuda_host.source_binary)
-    yield fake
-    driver.init.cache_clear()
-    driver.devices.cache_clear()
+    yield cuda_host.install(monkeypatch)
+    cuda_host.uninstall()
     ad.reset()
 
 
