@@ -13,8 +13,6 @@ import autodiff.distributed as dist
 from autodiff import nn
 from autodiff.device import unavailable
 from autodiff.device.host import CALLBACK_DEVICES
-from autodiff.graph.ir import Op
-from autodiff.graph.trace import TRACER
 from autodiff.optim import SGD
 from launch import needs_mpi
 

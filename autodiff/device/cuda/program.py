@@ -4,10 +4,13 @@
 arena: the same functions) and renders every kernel statement through the shared
 templates (:mod:`autodiff.device.opencl.codegen`) in the CUDA dialect, in their GPU form:
 work-group tree reductions, no launch chains. Each kernel gets its block and grid from
-:mod:`.launch`; the host steps are the OpenCL device's (Feeds, Receives, Loops) with
-launches instead of NDRanges, and :func:`segments` groups everything between two nested
-loops (launches, and the Feeder and Receiver copies among them) into one
-:class:`Segment`, which the runtime captures as one CUDA graph.
+:mod:`.launch`; the host steps are the OpenCL device's (Feeds, Receives, Loops, branches
+and while loops decided on the host: :mod:`.control`) with launches instead of NDRanges,
+plus the two halves of a host callback (:class:`Take`, :class:`Call`), and
+:func:`segments` groups everything between two host boundaries (launches, and the Feeder,
+Receiver and callback operand copies among them) into one :class:`Segment`, which the
+runtime captures as one CUDA graph. A branch decided on the device is no step: its
+kernels return unless its flag holds.
 
 Arena layout: the OpenCL device's (:func:`autodiff.device.opencl._layout`), so the error
 flag, the Philox iteration words and every buffer sit at the same offsets.
@@ -177,6 +180,12 @@ def _walk(stmts):
                 yield from _walk(blk)
 
 
+def _callbacks(stmts) -> bool:
+    """Whether ``stmts`` (nested blocks included) call host functions: Feeders, Receivers,
+    host callbacks."""
+    return any(isinstance(x, (FeederWrite, ReceiverRead, CallbackRead)) for x in _walk(stmts))
+
+
 def _host_steps(steps) -> bool:
     """Whether ``steps`` (a loop body) hold a host-decided branch or a while loop."""
     return any(type(x) in STEPS for x in steps)
@@ -201,9 +210,7 @@ def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
         if isinstance(s, For):
             body = sub(s.body)
             feeds = [] if _host_steps(body) else [x for x in body if type(x) is Feed]
-            callbacks = _cl._callbacks(s.body) or any(
-                isinstance(x, (CallbackRead, CallbackWrite)) for x in _walk(s.body))
-            steps.append(Loop(s.range, body, feeds, recovers=top and callbacks))
+            steps.append(Loop(s.range, body, feeds, recovers=top and _callbacks(s.body)))
         elif isinstance(s, If) and _cl._on_device(s, _target()):
             g = control.guard(s.cond, off)
             both = (lambda c: f"{guard} && {c}") if guard else (lambda c: c)
@@ -212,9 +219,8 @@ def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
             steps.append(IfStep(_cl._condition(s.cond, off), sub(s.then), sub(s.orelse)))
         elif isinstance(s, While):
             steps.append(WhileStep(sub(s.cond), _cl._condition(s.pred, off), sub(s.body),
-                                   s.max_iterations, recovers=top and any(
-                                       isinstance(x, (FeederWrite, ReceiverRead, CallbackRead))
-                                       for x in _walk(s.cond + s.body))))
+                                   s.max_iterations,
+                                   recovers=top and _callbacks(s.cond + s.body)))
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
