@@ -30,6 +30,7 @@ import cuda_programs  # noqa: E402
 from example_loader import load_example  # noqa: E402
 
 from autodiff.device.cuda import nvrtc, prelude, program  # noqa: E402
+from autodiff.graph.ir import Op  # noqa: E402
 from autodiff.device.cuda.launch import ARCH  # noqa: E402
 
 ARCHS = ("sm_80", "sm_90")
@@ -125,6 +126,7 @@ def test_charlm_example_compiles_for_sm80_and_sm90(pool):
         ["--device", "cuda", "--steps", "2", "--eval-every", "1", "--eval-batches", "1",
          "--sample-len", "2", "--plot", "", "--no-progress"]))
     assert len(graphs) >= 3
+    assert any(n.op is Op.IF for g in graphs for n in g.walk())     # the validation branch
     _check(pool, graphs, "c")
 
 
