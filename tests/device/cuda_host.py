@@ -129,7 +129,7 @@ def uninstall() -> None:
 
 class _Module:
     def __init__(self, src: str, workdir: str):
-        key = hashlib.sha1(src.encode()).hexdigest()[:16]
+        key = hashlib.sha1((SHIM + src).encode()).hexdigest()[:16]    # the shim changes too
         lib = os.path.join(workdir, f"{key}.so")
         if not os.path.exists(lib):
             path = os.path.join(workdir, f"{key}.cpp")
