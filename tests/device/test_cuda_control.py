@@ -133,3 +133,45 @@ def test_loop_index_in_kernels_is_a_counter_in_the_arena(host):
     r = program.render(ad.runtime.TRACER.last.optimized, ARCH["sm_90"])
     assert r.counters and f"void __launch_bounds__(1) {r.counters}(" in r.source
     assert host.calls["cuLaunchKernel"] >= 4 * 3        # the counters, once per iteration
+
+
+def _callback_program(dev):
+    """A host callback inside a loop, on the loop index, with a Receiver after it."""
+    w = ad.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    seen = []
+
+    def step(i):
+        v = ad.host_callback(lambda a: (a.sum(0) * 2).astype(np.float32),
+                             [w * (i.float() + 1)], (3,), name="colsum")
+        ad.Receiver(lambda x: seen.append(x), [v + 1])
+        w.add_(v.reshape(1, 3) * 0.01)
+    ad.ir_for(3, step)
+    ad.execute(device=dev)
+    return w.numpy(), seen
+
+
+def test_callback_program_matches_numpy(host):
+    w_ref, seen_ref = _callback_program("numpy")
+    ad.reset()
+    w, seen = _callback_program("cuda")
+    np.testing.assert_allclose(w, w_ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.stack(seen), np.stack(seen_ref), rtol=1e-6, atol=1e-6)
+    per = ad.runtime.TRACER.last.report.stats["cuda"]["per_iteration"]
+    assert per["graph_launches"] == 2           # the callback's end splits the iteration
+
+
+def test_samples_compile_for_sm80_and_sm90():
+    """The branch/while/counter program and the callback program above, compiled by NVRTC
+    to CUBIN for sm_80 and sm_90: no warnings (test_cuda_compile.py compiles every
+    control-flow program, marked slow)."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs the [cuda] extra")
+    from autodiff.device.cuda import build
+    graphs = cuda_programs.recorded(lambda: (_program("cuda"), ad.reset(),
+                                             _callback_program("cuda")))
+    assert len(graphs) == 2
+    for g in graphs:
+        for arch in ("sm_80", "sm_90"):
+            rendered, binary = build(g, arch)
+            assert binary.kind == "cubin" and binary.image[:4] == b"\x7fELF", arch
+            assert not binary.warnings, f"{arch}: " + "\n".join(binary.warnings)
+            assert set(rendered.kernels) <= set(binary.resources)
