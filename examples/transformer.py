@@ -192,6 +192,12 @@ def schedule(opt, steps: int, warmup: int, kind: str = "cosine", min_ratio: floa
                                                 eta_min=lr * min_ratio)], [warmup])
 
 
+def warmup_steps(steps: int, warmup: int | None = None) -> int:
+    """The warmup length of a ``steps``-step run: ``warmup`` when given, else a 30th of
+    the run (at least 1)."""
+    return warmup if warmup is not None else max(1, steps // 30)
+
+
 def train(model, sampler: WindowSampler, steps: int, lr: float, device: str,
           progress: bool = True, warmup: int = 30, clip: float | None = 1.0,
           kind: str = "cosine", min_ratio: float = 0.7, validation=None,
@@ -430,7 +436,7 @@ def main(argv=None) -> dict:
     losses, report, t_trace, val_during = train(
         net, sampler, args.steps, args.lr, args.device,
         progress=not args.no_progress and rank == 0,
-        warmup=args.warmup if args.warmup is not None else max(1, args.steps // 30),
+        warmup=warmup_steps(args.steps, args.warmup),
         clip=args.clip, kind=args.schedule, min_ratio=args.min_lr_ratio,
         validation=validation, eval_every=args.eval_every or 1, weight=weight)
     val_after = evaluate(model, val_ids, args.batch, args.seq, args.device, args.eval_batches)

@@ -79,7 +79,7 @@ def lr_at(step: int, steps: int, cfg=None) -> float:
     lr = cfg.lr
     if cfg.schedule == "constant":
         return lr
-    warm = cfg.warmup if cfg.warmup is not None else max(1, steps // 10)
+    warm = example().warmup_steps(steps, cfg.warmup)
     warm = max(1, min(warm, steps - 1))
     if step < warm:
         return lr * (0.01 + 0.99 * step / warm)

@@ -46,7 +46,7 @@ def schedule(opt, steps: int, c):
     import torch
     if c.schedule == "constant":
         return None
-    warm = c.warmup if c.warmup is not None else max(1, steps // 10)
+    warm = charlm.example().warmup_steps(steps, c.warmup)
     warm = max(1, min(warm, steps - 1))
     sch = torch.optim.lr_scheduler
     return sch.SequentialLR(opt, [sch.LinearLR(opt, start_factor=0.01, total_iters=warm),
