@@ -23,8 +23,8 @@
   beyond them. Under the rule above that count is the same on every device.
 * The memory check made before a program runs, and :func:`deferred_interrupts` for the
   short critical sections of a host loop.
-* Host functions inside the program (``CALLBACK``: :func:`call_callback`, and
-  :func:`check_callbacks` for the devices that cannot run them yet).
+* Host functions inside the program (``CALLBACK``: :func:`call_callback`); every device
+  runs them.
 """
 from __future__ import annotations
 
@@ -196,33 +196,6 @@ def safe_indices(idx: np.ndarray, node) -> np.ndarray:
     """``idx`` with the ignored value (:func:`ignored`) replaced by row 0."""
     ign = ignored(node)
     return idx if ign is None else np.where(idx == ign, 0, idx).astype(idx.dtype)
-
-#: devices that run ``CALLBACK`` nodes (host functions inside the program, among them the
-#: collectives of :mod:`autodiff.distributed`)
-CALLBACK_DEVICES = ("numpy", "opencl", "tvm")
-
-
-def check_callbacks(graph, device: str) -> None:
-    """Raise ``NotImplementedError`` if ``graph`` (loop bodies included) holds a
-    ``CALLBACK`` node and ``device`` cannot run one (not in :data:`CALLBACK_DEVICES`).
-    Called by those devices' ``compile()``, before anything is compiled or runs; the
-    message names the callback, the user's line that traced it and the devices that can.
-
-    Raises:
-        NotImplementedError: as above.
-    """
-    if device in CALLBACK_DEVICES:
-        return
-    n = next((m for m in graph.walk() if m.op is Op.CALLBACK), None)
-    if n is None:
-        return
-    what = (f"a collective of autodiff.distributed: data-parallel training on several "
-            f"processes" if n.arg.collective else "autodiff.host_callback")
-    raise NotImplementedError(
-        f"{device} device: host callbacks inside the program are not supported; "
-        f"'{n.arg.name}' ({what}; traced at {n.site}) needs a device that runs them: "
-        f"{', '.join(CALLBACK_DEVICES)} (execute(device='numpy'))")
-
 
 #: ops whose value is a view of their operand on the host (no allocation)
 VIEWS = MOVEMENT - {Op.PAD, Op.CONCAT}

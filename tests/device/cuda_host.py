@@ -26,6 +26,8 @@ import numpy as np
 from cuda.bindings import driver as _real
 
 from autodiff.device.cuda import nvrtc
+from autodiff.device.opencl.control import MAX_DEPTH
+from autodiff.device.opencl.control import SET_KERNEL as COUNTERS_KERNEL
 
 SHIM = r"""
 #include <math.h>
@@ -100,6 +102,10 @@ extern "C" void ad_launch_words(void (*k)(float*, unsigned, unsigned), float* ar
                                 unsigned c2, unsigned c3) {
   blockIdx = {}; threadIdx = {}; k(arena, c2, c3);
 }
+typedef void (*ad_counters_kernel)(float*, int, int, int, int, int, int, int, int);
+extern "C" void ad_launch_counters(ad_counters_kernel k, float* arena, const int* c) {
+  blockIdx = {}; threadIdx = {}; k(arena, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]);
+}
 """
 
 OK = _real.CUresult.CUDA_SUCCESS
@@ -123,9 +129,28 @@ def source_binary(src: str, arch: str, options=()) -> nvrtc.Binary:
     return nvrtc.Binary(src.encode(), "cubin", arch, "", "<host emulation>")
 
 
+def install(monkeypatch) -> "HostDriver":
+    """Put a :class:`HostDriver` in place of the driver and :func:`source_binary` in place of
+    NVRTC for the rest of a test (``monkeypatch``: pytest's); returns the driver. Call
+    :func:`uninstall` at the end."""
+    from autodiff.device.cuda import driver
+    fake = HostDriver()
+    uninstall()
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
+    monkeypatch.setattr(nvrtc, "compile", source_binary)
+    return fake
+
+
+def uninstall() -> None:
+    """Forget the devices a :class:`HostDriver` listed (the driver's caches)."""
+    from autodiff.device.cuda import driver
+    driver.init.cache_clear()
+    driver.devices.cache_clear()
+
+
 class _Module:
     def __init__(self, src: str, workdir: str):
-        key = hashlib.sha1((SHIM + src).encode()).hexdigest()[:16]
+        key = hashlib.sha1((SHIM + src).encode()).hexdigest()[:16]    # the shim changes too
         lib = os.path.join(workdir, f"{key}.so")
         if not os.path.exists(lib):
             path = os.path.join(workdir, f"{key}.cpp")
@@ -139,6 +164,7 @@ class _Module:
             + [ctypes.c_int]
         self.lib.ad_launch_words.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
                                              ctypes.c_uint]
+        self.lib.ad_launch_counters.argtypes = [ctypes.c_void_p] * 3
         self.src = src
 
 
@@ -256,6 +282,13 @@ class HostDriver:
                       for p in ptrs[1:])
             module.lib.ad_launch_words(ctypes.cast(getattr(module.lib, name), ctypes.c_void_p),
                                        arena, c2, c3)
+            return (OK,)
+        if name.endswith(COUNTERS_KERNEL):      # arguments: the arena, then the counters
+            ptrs = np.frombuffer(ctypes.string_at(params, 8 * (1 + MAX_DEPTH)), np.uint64)
+            c = np.array([np.frombuffer(ctypes.string_at(int(p), 4), np.int32)[0]
+                          for p in ptrs[1:]], np.int32)
+            module.lib.ad_launch_counters(
+                ctypes.cast(getattr(module.lib, name), ctypes.c_void_p), arena, c.ctypes.data)
             return (OK,)
         run = (module, name, whole, arena, (gx, gy, gz, bx, by, bz))
         if self._capturing is not None:

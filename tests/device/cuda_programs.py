@@ -9,6 +9,9 @@ checks (tests/device/test_cuda_compile.py) as optimized graph IR programs.
 * :func:`recorded`: the graphs of whatever ``fn()`` executes (examples, workloads), run on
   the numpy device with the programs recorded on their way to it.
 
+* :func:`control_programs`: the programs of the control-flow and host-callback tests
+  (:func:`control_cases`, run on the CUDA device by tests/device/test_cuda_control.py).
+
 And the programs the CUDA execution tests share (host emulation and GPU): :func:`sweep`,
 :func:`loop_program` (an SGD loop with a Feeder and a Receiver), :func:`state_after`.
 """
@@ -103,6 +106,53 @@ def op_suite() -> list:
         finally:
             test_ops.check_op = saved
             ad.reset()
+    return recorded(run_all)
+
+
+#: the control-flow and host-callback test modules (tests/graph) whose programs run on the
+#: CUDA device (tests/device/test_cuda_control.py)
+MODULES = ["test_control_if", "test_control_index", "test_control_while",
+           "test_control_scan", "test_control_checkpoint", "test_host_callback"]
+#: how a test function names the device it runs on: argument -> its CUDA value
+DEVICE_ARGS = {"path": ("cuda", {}), "options": {"device": "cuda"}}
+
+
+def control_cases() -> list:
+    """``(id, function, keyword arguments)`` of every test of :data:`MODULES` that takes a
+    device (a ``path``, ``options`` or ``device`` argument), the device set to CUDA, one per
+    parametrization of its other arguments."""
+    import importlib
+    import inspect
+    out = []
+    for mod in MODULES:
+        m = importlib.import_module(mod)
+        for name, fn in sorted(vars(m).items()):
+            if not name.startswith("test_") or not callable(fn):
+                continue
+            args = inspect.signature(fn).parameters
+            if not any(a in args for a in ("path", "options", "device")):
+                continue
+            seen = set()
+            for kw in _cases(fn):
+                if "device" in args:
+                    kw.update(device="cuda", ir="graph")
+                for a, v in DEVICE_ARGS.items():
+                    if a in args:
+                        kw[a] = v
+                key = repr(sorted(kw.items()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append((f"{mod[5:]}.{name}[{len(seen) - 1}]", fn, kw))
+    return out
+
+
+def control_programs() -> list:
+    """The graphs of every :func:`control_cases` program (recorded on the numpy device)."""
+    def run_all():
+        for _, fn, kw in control_cases():
+            ad.reset()
+            fn(**kw)
+        ad.reset()
     return recorded(run_all)
 
 

@@ -30,6 +30,7 @@ import cuda_programs  # noqa: E402
 from example_loader import load_example  # noqa: E402
 
 from autodiff.device.cuda import nvrtc, prelude, program  # noqa: E402
+from autodiff.graph.ir import Op  # noqa: E402
 from autodiff.device.cuda.launch import ARCH  # noqa: E402
 
 ARCHS = ("sm_80", "sm_90")
@@ -129,16 +130,29 @@ def test_tree_reductions_with_warp_shuffles_compile_for_sm80_and_sm90(pool):
 
 
 @pytest.mark.slow
+def test_control_flow_programs_compile_for_sm80_and_sm90(pool):
+    """The programs of the control-flow and host-callback tests (loop indices, branches
+    decided on the device and on the host, while loops, scans, checkpoints, CALLBACK):
+    :func:`cuda_programs.control_programs`, run on the CUDA host loop by
+    test_cuda_control.py. Slow: 35 programs, about 80 s of NVRTC, and some of them
+    render in a different kernel order from run to run, which defeats the binary cache
+    (test_cuda_control.py compiles a small program of each kind in the fast suite)."""
+    graphs = cuda_programs.control_programs()
+    assert len(graphs) >= 25
+    _check(pool, graphs, "f")
+
+
+@pytest.mark.slow
 def test_charlm_example_compiles_for_sm80_and_sm90(pool):
-    """examples/transformer.py at its defaults (bench W5): training, validation and
-    sampling programs. The training loop is compiled without its in-loop validation
-    (``--eval-every 0``): that is an ``ir_if`` on the loop index, and the CUDA device has
-    no loop counters or ``If`` steps yet (README, CUDA)."""
+    """examples/transformer.py at its defaults (bench W5): training (with its in-loop
+    validation, an ``ir_if`` on the loop index holding a Receiver), validation and
+    sampling programs."""
     ex = load_example("transformer")
     graphs = cuda_programs.recorded(lambda: ex.main(
-        ["--device", "cuda", "--steps", "2", "--eval-every", "0", "--eval-batches", "1",
+        ["--device", "cuda", "--steps", "2", "--eval-every", "1", "--eval-batches", "1",
          "--sample-len", "2", "--plot", "", "--no-progress"]))
     assert len(graphs) >= 3
+    assert any(n.op is Op.IF for g in graphs for n in g.walk())     # the validation branch
     _check(pool, graphs, "c")
 
 

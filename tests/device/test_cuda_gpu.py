@@ -1,6 +1,7 @@
 """The CUDA device on a real GPU (``pytest -m cuda``; skipped, with what is missing, on
 machines without an NVIDIA GPU and driver): the op suite, the random programs, W1 and the
 6-layer transformer against the numpy reference within the OpenCL device's tolerances,
+the control-flow and host-callback programs,
 ``examples/transformer.py --device cuda``, bad input behaving as on the other devices, and
 the TVM device's ``target="cuda"``.
 """
@@ -40,6 +41,15 @@ def test_op_suite(case, monkeypatch):
     import op_helper
     monkeypatch.setattr(op_helper, "DEVICE", "cuda")
     _, fn, kw = case
+    fn(**kw)
+
+
+@pytest.mark.parametrize("case", cuda_programs.control_cases(), ids=lambda c: c[0])
+def test_control_flow_and_callbacks(case):
+    """The control-flow and host-callback programs of test_cuda_control.py on the GPU:
+    each test's own checks (against torch or the numpy device)."""
+    _, fn, kw = case
+    ad.reset()
     fn(**kw)
 
 

@@ -100,6 +100,3 @@ def scratch(prog) -> tuple[int, int]:
     return sa, sb
 
 
-# cuda/program.py calls these by their former names in the OpenCL package (``_cl._lower``);
-# they go when its body is next edited
-_lower, _plan, _layout = lower, plan, layout

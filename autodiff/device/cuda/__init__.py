@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 
-from ..host import check_callbacks
 from . import driver, nvrtc
 from .errors import CUDABuildError, CUDAError, CUDAUnavailable
 from .launch import ARCH, Limits, LaunchError
@@ -76,10 +75,8 @@ def compile(graph, report=None, cuda_device: str | None = None, **options):
         CUDABuildError: NVRTC rejected the program (source path and NVRTC log).
         LaunchError: a kernel does not fit the GPU's launch limits.
         CUDAOutOfMemory: the arena does not fit the GPU.
-        NotImplementedError: a host callback (``CALLBACK``, checked before the GPU is
-            looked for: :func:`~autodiff.device.host.check_callbacks`).
+        NotImplementedError: a statement with no kernel template or host step.
     """
-    check_callbacks(graph, "cuda")
     from .runtime import Executable
     t_all = time.perf_counter()
     dev = driver.select(cuda_device)

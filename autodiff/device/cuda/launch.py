@@ -132,9 +132,11 @@ def geometry(src: Source, limits: Limits) -> Geometry:
     return Geometry(grid, block, extent)
 
 
-def wrapper(body: Source, geo: Geometry, d) -> str:
+def wrapper(body: Source, geo: Geometry, d, guard: str | None = None) -> str:
     """The ``__global__`` kernel running ``body`` (rendered with the body dialect) for
-    every point of its global size, one thread each; threads past the extent return."""
+    every point of its global size, one thread each; threads past the extent return, and
+    every thread returns unless the C condition ``guard`` holds (a branch decided on the
+    device, :mod:`autodiff.device.opencl.control`)."""
     e = geo.extent
     axes = "xyz"
     lines = [f'extern "C" __global__ void __launch_bounds__({geo.threads}) '
@@ -146,9 +148,11 @@ def wrapper(body: Source, geo: Geometry, d) -> str:
         else:
             a = axes[i]
             lines.append(f"  const int g{i} = (int)(blockIdx.{a}*blockDim.{a}+threadIdx.{a});")
-    guard = " || ".join(f"g{i} >= {e[i]}" for i in range(3) if e[i] > 1)
+    branch, guard = guard, " || ".join(f"g{i} >= {e[i]}" for i in range(3) if e[i] > 1)
     if guard:
         lines.append(f"  if ({guard}) return;")
+    if branch:
+        lines.append(f"  if (!({branch})) return;")
     lines.append(f"  {body_name(body.name)}(buf, g0, g1, g2);")
     lines.append("}")
     return "\n".join(lines)

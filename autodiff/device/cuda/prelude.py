@@ -226,6 +226,18 @@ extern "C" __global__ void __launch_bounds__(1) {_philox.SET_KERNEL}(float* rest
 """
 
 
+def counters(name: str) -> str:
+    """Kernel ``name`` writing the loop counters into the arena (its arguments are the
+    counters; layout: :mod:`autodiff.device.opencl.control`), added to programs that read
+    them."""
+    from ..opencl import control
+    n = control.MAX_DEPTH
+    return (f'extern "C" __global__ void __launch_bounds__(1) {name}('
+            "float* restrict buf, " + ", ".join(f"const int c{d}" for d in range(n)) + ") {\n"
+            + "".join(f"  buf[{control.COUNTERS + d}] = as_float(c{d});\n" for d in range(n))
+            + "}\n")
+
+
 def source() -> str:
     """The prelude: macros, then the opening of ``namespace ad`` (closed by
     :data:`TAIL`) with every type and function the templates use."""

@@ -21,6 +21,14 @@ Execution model (the OpenCL device's, :mod:`autodiff.device.opencl.runtime`, on 
 * kernels that draw random numbers read the loop's iteration words from the arena; a
   one-thread kernel writes them (its arguments are the words) before a segment that
   draws, when the iteration changed;
+* loop counters (loop indices in access expressions) and branches and while loops:
+  :mod:`.control` (a branch decided on the device is part of its graph; one decided on
+  the host, and a while loop, are host steps between graphs);
+* a host callback (``CALLBACK``): the graph copies its operands into device staging
+  where the program takes them; its end is a host boundary: the operands are read back
+  into pinned memory (a stream synchronisation, after which the Receivers before it
+  run), the function is called and its result copied from pinned memory into the arena
+  on the stream, before the next graph launch;
 * parameters live in the arena for the whole run and are copied back at the end, also
   on failure: a failing callback restores the parameters of its iteration's start from a
   periodic on-device checkpoint plus a replay of the iterations since, with the recorded
@@ -34,15 +42,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import FeederError, ReceiverError
+from ...errors import CallbackError, FeederError, ReceiverError
+from ...graph import dtypes
 from ...graph.rng import iteration_words
-from ..host import check_feed
+from ..host import call_callback, call_receiver, check_feed
 from ..cstyle import philox
+from ..opencl import control as cl_control
 from ..opencl.runtime import CHECKPOINT, RECORD_BYTES, RING, STAGING_UNRECORDED
-from . import driver
+from . import control, driver
 from .driver import call
 from .launch import LaunchError
-from .program import Feed, Loop, Receive, Segment
+from .program import Call, Feed, Loop, Receive, Segment, Take, walk
 
 #: iterations a Receiver may lag (staging ring depth) and iterations in flight: the
 #: OpenCL device's figures (:data:`~autodiff.device.opencl.runtime.RING` and the others)
@@ -167,6 +177,10 @@ class Executable:
                                   f"threads per block; its code allows {most}")
             self._fn[name] = fn
         self._set_words = call(cu.cuModuleGetFunction, self._module, philox.SET_KERNEL.encode())
+        self._set_counters = None
+        if rendered.counters:
+            self._set_counters = call(cu.cuModuleGetFunction, self._module,
+                                      rendered.counters.encode())
         self.arena_bytes = rendered.arena_bytes
         self._arena = int(call(cu.cuMemAlloc, max(self.arena_bytes, 4)))
         self._stream = call(cu.cuStreamCreate, int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
@@ -185,7 +199,7 @@ class Executable:
         for seg in _segments(self.steps):
             for x in seg.feeds:
                 x.staging = self._alloc(x.nbytes)
-            for r in seg.receives:
+            for r in seg.receives + seg.takes:
                 r.staging = [self._alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize)
                              for _, shape, dtype in r.parts]
             seg.graph = self._capture(seg)
@@ -206,6 +220,16 @@ class Executable:
         call(self.cu.cuLaunchKernel, self._fn[la.name], *g.grid, *g.block, 0, self._stream,
              _ptr(self._params), 0)
 
+    def _launch_args(self, fn, values: list) -> None:
+        """Launch one-thread kernel ``fn`` with arguments ``values`` (1-element numpy
+        arrays: the driver copies them at launch)."""
+        params = np.array([_ptr(v) for v in values], np.uint64)
+        call(self.cu.cuLaunchKernel, fn, 1, 1, 1, 1, 1, 1, 0, self._stream, _ptr(params), 0)
+
+    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Device -> device copy on the stream."""
+        call(self.cu.cuMemcpyDtoDAsync, dst, src, nbytes, self._stream)
+
     def _capture(self, seg: Segment):
         """Record ``seg`` from the stream into a CUDA graph, instantiated: its launches, and
         the device-side copies of its Feeders (staging -> arena) and Receivers (arena ->
@@ -218,7 +242,7 @@ class Executable:
             for x in seg.items:
                 if type(x) is Feed:
                     call(copy, self._arena + x.offset, x.staging, x.nbytes, self._stream)
-                elif type(x) is Receive:
+                elif type(x) in (Receive, Take):
                     for (off, shape, dtype), dst in zip(x.parts, x.staging):
                         n = int(np.prod(shape)) * np.dtype(dtype).itemsize
                         call(copy, dst, self._arena + off, n, self._stream)
@@ -284,6 +308,7 @@ class Executable:
         self._pending: collections.deque = collections.deque()
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
+        self._dev_counters = None           # loop counters last written to the arena
         self._record: list | None = None
         self._replay: collections.deque | None = None
         self._first = None
@@ -296,7 +321,7 @@ class Executable:
             self._record = None
             self._staging.release_all()
             for var, off in self.params:
-                out = np.empty(var.shape, var.dtype)
+                out = np.empty(var.shape, dtypes.storage(var.dtype))
                 self._read(out, off)
                 self._finish()
                 store[var] = out
@@ -321,6 +346,12 @@ class Executable:
             if type(st) is Loop:
                 self._loop(st)
                 continue
+            if type(st) in control.STEPS:           # If / While decided on the host
+                st.run(self)
+                continue
+            if type(st) is Call:
+                self._call(st)
+                continue
             for f in st.feeds:
                 if f.pending is None:           # not called at its iteration's start
                     self._call_feed(f)
@@ -328,6 +359,8 @@ class Executable:
                 f.pending = None
             if st.rand and self._words != self._dev_words:
                 self._write_words()
+            if st.counters and cl_control.counters_now(self) != self._dev_counters:
+                control.write_counters(self)
             call(self.cu.cuGraphLaunch, st.graph, self._stream)
             if self._replay is None:            # a replay suppresses Receivers
                 for r in st.receives:
@@ -368,7 +401,7 @@ class Executable:
                     self._iter0 = (time.perf_counter(), stop - start - 1)
                 if guard and k == stop - 1:
                     self._drain()
-            except (FeederError, ReceiverError) as e:
+            except (FeederError, ReceiverError, CallbackError) as e:
                 if guard:
                     if started or isinstance(e, ReceiverError):
                         self._recover(lp, base, e.iteration[0] if e.iteration else k)
@@ -416,11 +449,9 @@ class Executable:
     def _write_words(self) -> None:
         """Launch the one-thread kernel writing the current Philox iteration words."""
         c2, c3 = self._words
-        vals = [np.array([self._arena], np.uint64), np.array([c2], np.uint32),
-                np.array([c3], np.uint32)]
-        params = np.array([_ptr(v) for v in vals], np.uint64)
-        call(self.cu.cuLaunchKernel, self._set_words, 1, 1, 1, 1, 1, 1, 0, self._stream,
-             _ptr(params), 0)          # arguments are copied at launch
+        self._launch_args(self._set_words, [np.array([self._arena], np.uint64),
+                                            np.array([c2], np.uint32),
+                                            np.array([c3], np.uint32)])
         self._dev_words = self._words
 
     # -- feeders ----------------------------------------------------------------------------
@@ -440,14 +471,35 @@ class Executable:
         except FeederError:
             self._drain()
             raise
-        a = self._staging.take(f.shape, f.dtype)
+        f.pending = self._stage(v, f.shape, f.dtype)
+
+    def _stage(self, v, shape: tuple, dtype) -> np.ndarray:
+        """``v`` in a pinned staging array, recorded for a replay."""
+        a = self._staging.take(shape, dtype)
         np.copyto(a, v)
-        f.pending = a
         if self._record is not None:
             self._record.append(a)
-        elif self._staging.in_use > STAGING_UNRECORDED:     # a Feeder outside any loop
+        elif self._staging.in_use > STAGING_UNRECORDED:     # outside any recorded loop
             self._finish()
             self._staging.release_all()
+        return a
+
+    # -- host callbacks ---------------------------------------------------------------------
+    def _call(self, c: Call) -> None:
+        """End of a host callback: its operands read back (a synchronisation; the earlier
+        Receivers run first), ``fn`` called, the result written to the arena. A replay
+        writes the recorded result instead of calling ``fn`` again."""
+        if self._replay is not None:
+            self._write(c.offset, self._replay.popleft())
+            return
+        if not c.pinned:
+            c.pinned = [self._pinned.array(shape, dtype) for _, shape, dtype in c.take.parts]
+        for staging, a in zip(c.take.staging, c.pinned):
+            self._read(a, 0, staging)
+        self._finish()
+        self._drain()
+        v = call_callback(c.spec, tuple(self._iters), c.pinned)
+        self._write(c.offset, self._stage(v, c.shape, c.dtype))
 
     # -- receivers --------------------------------------------------------------------------
     def _receive(self, r: Receive) -> None:
@@ -476,11 +528,7 @@ class Executable:
             self._wait(p.event)
         else:
             self.cu.cuEventDestroy(p.event)
-        try:
-            p.recv.spec.fn(*[a.copy() for a in p.arrays])
-        except Exception as e:
-            raise ReceiverError(p.recv.spec.name, p.iters,
-                                f"callback raised {type(e).__name__}: {e}") from e
+        call_receiver(p.recv.spec, p.iters, p.arrays)
 
     def close(self) -> None:
         """Free the graphs, the module, the device and pinned memory (also on garbage
@@ -507,23 +555,12 @@ class Executable:
 
 
 def _loops(steps):
-    for s in steps:
-        if type(s) is Loop:
-            yield s
-            yield from _loops(s.body)
+    return (s for s in walk(steps) if type(s) is Loop)
 
 
 def _feeds(steps):
-    for s in steps:
-        if type(s) is Feed:
-            yield s
-        elif type(s) is Loop:
-            yield from _feeds(s.body)
+    return (f for s in walk(steps) if type(s) is Segment for f in s.feeds)
 
 
 def _segments(steps):
-    for s in steps:
-        if type(s) is Segment:
-            yield s
-        elif type(s) is Loop:
-            yield from _segments(s.body)
+    return (s for s in walk(steps) if type(s) is Segment)

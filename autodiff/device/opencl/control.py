@@ -100,7 +100,11 @@ class IfStep:
     def taken(self, exe) -> bool:
         if isinstance(self.cond, IndexValue):
             return host_condition(self.cond, exe)
-        return _read_flag(exe, *self.cond)
+        return self.read_flag(exe, *self.cond)
+
+    def read_flag(self, exe, offset: int, dtype: str) -> bool:
+        """The flag read back (another device's subclass reads its own way)."""
+        return _read_flag(exe, offset, dtype)
 
     def run(self, exe) -> None:
         exe._exec(self.then if self.taken(exe) else self.orelse)
@@ -117,6 +121,8 @@ class WhileStep:
     max_iterations: int | None = None
     recovers: bool = False
     _snap: object = field(default=None, repr=False)
+    #: the branch step deciding ``pred`` (another device's subclass)
+    branch = IfStep
 
     def run(self, exe) -> None:
         from ...graph.rng import iteration_words
@@ -130,7 +136,7 @@ class WhileStep:
                 exe._iters[depth] = k
                 exe._words = iteration_words(exe._iters)
                 exe._exec(self.cond)
-                if not IfStep(self.pred, [], []).taken(exe):
+                if not self.branch(self.pred, [], []).taken(exe):
                     break
                 if recovers:
                     self._save(exe)
