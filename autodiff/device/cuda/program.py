@@ -194,7 +194,7 @@ def _host_steps(steps) -> bool:
 
 def _target():
     """The target the shared templates are rendered for (codegen's ``target``)."""
-    from ..opencl.target import Target
+    from ..cstyle.target import Target
     return Target(**TARGET)
 
 
