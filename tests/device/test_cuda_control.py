@@ -58,9 +58,16 @@ def test_every_device_test_is_collected():
 SLOW = ("control_checkpoint.", "control_scan.")
 
 
+#: cases compiled (test_cuda_compile.py) but not run on the stand-in: the checkpointed
+#: 6-block training takes about 40 s there and runs the same kernel templates as the
+#: checkpointed scan above it
+NOT_RUN = ("control_checkpoint.test_training_with_checkpointed_blocks_matches_torch",)
+RUN = [c for c in CASES if not c[0].startswith(NOT_RUN)]
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow]
                                                if c[0].startswith(SLOW) else [])
-                                  for c in CASES], ids=[c[0] for c in CASES])
+                                  for c in RUN], ids=[c[0] for c in RUN])
 def test_runs_on_the_cuda_host_loop(host, case):
     _, fn, kw = case
     ad.reset()
