@@ -124,7 +124,7 @@ def _random_trials(device, trials, seed):
         runtime._run(exe, opt_graph)
         spans.append(time.perf_counter() - t)
         assert _equal(m.state(), traj[N])
-    span = spans[-1]
+    span = min(spans)      # the quicker run: timers land inside runs even under load
     rng = np.random.default_rng(seed)
     outcomes = {"interrupted": 0, "finished": 0}
     for trial in range(trials):
