@@ -7,18 +7,9 @@ fields (:class:`autodiff.device.opencl.dialect.OpenCL`,
 types spelled ``float16``) is shared C in OpenCL C's vocabulary, which a C++ target defines
 in its prelude.
 
-Example::
-
-    class CUDA(Dialect):
-        name = "cuda"
-        kernel = 'extern "C" __global__ void'
-        buffer = ""
-        local = "__shared__"
-        constant = "__constant__"
-        inline = "__forceinline__"
-        barrier = "__syncthreads();"
-        ids = {"global": "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})",
-               "local": "threadIdx.{d}", "group": "blockIdx.{d}"}
+A dialect is a handful of class attributes (kernel qualifier, buffer qualifier,
+shared-memory and constant spellings, barrier, index builtins, warp width and shuffle);
+:class:`autodiff.device.cuda.dialect.CUDA` is a complete example.
 """
 from __future__ import annotations
 
