@@ -188,43 +188,56 @@ def _build(anchor, members, read_outside):
     mapping: dict[int, dict] = {}
     out_index: dict[int, Expr] = {}          # id(buffer) -> index over T (mapped producers)
     if anchor is None:
-        mapping[id(seed)] = {v: v for v in seed.vars}
+        mapping[id(seed)] = _identity(seed)
     else:
         for o in anchor.outs:
             out_index[id(o.buffer)] = o.index
     producer = {id(o.buffer): (m, o) for m in members for o in m.outs}
     loads_of = {id(m): member_loads(m) for m in members}
     read_by: dict[int, list] = {}            # id(m) -> (reader c, its load, m's output)
+    loaders: dict[int, list] = {}            # id(buffer) -> members loading it
+    feeds: dict[int, list] = {}              # id(c) -> members whose results c reads
     for c in members:
         for ld in loads_of[id(c)]:
+            loaders.setdefault(id(ld.buffer), []).append(id(c))
             pm = producer.get(id(ld.buffer))
             if pm:
                 read_by.setdefault(id(pm[0]), []).append((c, ld, pm[1]))
-    sizes = {id(m): space_size(m.shape) for m in members}
+                feeds.setdefault(id(c), []).append(id(pm[0]))
     published: set[int] = set()              # mapped members whose outs are in out_index
-    # fixpoint: map members through any link to an already mapped one
+    # fixpoint: map members through any link to an already mapped one. Passes run over
+    # the members in order until one maps nothing; a member is tried again only when
+    # what its try reads changed since its last one (a result of a member it reads got
+    # an index, or a member reading its result got mapped): otherwise it fails again.
+    todo = [m for m in members if id(m) in mapping or space_size(m.shape) == size]
+    dirty = {id(m) for m in todo}
     changed = True
     while changed:
         changed = False
-        for m in members:
-            if id(m) in mapping:
-                if id(m) not in published:
-                    published.add(id(m))
+        pending = []
+        for m in todo:
+            i = id(m)
+            if i in mapping:
+                if i not in published:
+                    published.add(i)
                     for o in m.outs:
-                        out_index.setdefault(id(o.buffer),
-                                             subst_index(o.index, mapping[id(m)]))
+                        if id(o.buffer) not in out_index:
+                            out_index[id(o.buffer)] = subst_index(o.index, mapping[i])
+                            dirty.update(loaders.get(id(o.buffer), ()))
                 continue
-            if sizes[id(m)] != size:
+            pending.append(m)
+            if i not in dirty:
                 continue
+            dirty.discard(i)
             got = None
-            for ld in loads_of[id(m)]:                 # m reads a mapped result
+            for ld in loads_of[i]:                     # m reads a mapped result
                 if id(ld.buffer) in out_index:
                     inv = invert(ld.index, m.vars)
                     if inv and inv[1] == size:
                         got = at_p(*inv, out_index[id(ld.buffer)])
                         break
             if got is None:                            # a mapped member reads m's result
-                for c, ld, o in read_by.get(id(m), ()):
+                for c, ld, o in read_by.get(i, ()):
                     if id(c) not in mapping or c is m:
                         continue
                     inv = invert(o.index, m.vars)
@@ -234,8 +247,10 @@ def _build(anchor, members, read_outside):
                         got = at_p(*inv, read)
                         break
             if got is not None:
-                mapping[id(m)] = got
+                mapping[i] = got
                 changed = True
+                dirty.update(feeds.get(i, ()))
+        todo = pending
     inline = {}
     for m in members:
         if id(m) in mapping:
@@ -276,11 +291,49 @@ def _build(anchor, members, read_outside):
             return v if a is v.a and b is v.b else Select(v.cond, a, b)
         return v
 
+    def env(v: Value, keep: list, depth=0) -> tuple:
+        """What ``resolve(v)`` depends on besides ``v``: per load, the register index of
+        its buffer, or the producer inlined there and, recursively, its own loads'."""
+        out = []
+        for ld in _memo(_LOADS, v, None, _loads):
+            k = id(ld.buffer)
+            if k in regs:
+                out.append(regs[k])
+            elif k in inline:
+                if depth > 64:
+                    raise _Fail
+                m = inline[k][0]
+                keep.append(m)
+                out.append((id(m), env(m.outs[0].value, keep, depth + 1)))
+            else:
+                out.append(None)
+        return tuple(out)
+
+    def resolved(v: Value) -> Value:
+        """``resolve(v)``, memoized by the identity of ``v`` and what this group makes of
+        each buffer ``v`` loads (:func:`env`): the same value in the next, larger group
+        then resolves to the same object (whose node count, variables and loads are
+        memoized in turn). An entry keeps the statements its key names by identity."""
+        keep: list = []
+        key = (id(v), env(v, keep))
+        hit = _RESOLVED.get(key)
+        if hit is None or hit[0] is not v:
+            try:
+                r = resolve(v)
+            except _Fail:
+                r = _Fail
+            if len(_RESOLVED) >= _MEMO_MAX:
+                _RESOLVED.clear()
+            hit = _RESOLVED[key] = (v, r, keep)
+        if hit[1] is _Fail:
+            raise _Fail
+        return hit[1]
+
     outs: list[Output] = []
     kernel_src = None
     if anchor is not None:
         if isinstance(anchor, Reduce):
-            kernel_src = resolve(anchor.src)
+            kernel_src = resolved(anchor.src)
         for o in anchor.outs:
             outs.append(o)
             regs[id(o.buffer)] = o.index
@@ -290,8 +343,9 @@ def _build(anchor, members, read_outside):
         mp = mapping[id(m)]
         for o in m.outs:
             idx = subst_index(o.index, mp)
-            val = resolve(_memo(_SUBV, o.value, mp, subst_value))
-            if (variables(idx) | _memo(_VARS, val, None, _value_vars)) - set(t_vars):
+            val = resolved(_memo(_SUBV, o.value, mp, subst_value))
+            if (_memo(_VARS, idx, None, variables) | _memo(_VARS, val, None, _value_vars)) \
+                    - set(t_vars):
                 raise _Fail
             outs.append(Output(o.buffer, idx, val))
             regs[id(o.buffer)] = idx
@@ -305,7 +359,8 @@ def _build(anchor, members, read_outside):
         raise _Fail                                  # a group-internal value read from memory
     _check_hazards(anchor, kernel_src, outs, inside)
     if sum(_memo(_COUNT, o.value, None, _count) for o in outs) \
-            + (_count(kernel_src) if kernel_src else 0) > MAX_VALUE_NODES:
+            + (_memo(_COUNT, kernel_src, None, _count) if kernel_src else 0) \
+            > MAX_VALUE_NODES:
         raise _Fail
     if anchor is None:
         kernel = Elementwise(t_shape, t_vars, tuple(outs))
@@ -323,7 +378,18 @@ def _loads(v: Value):
 
 
 _SUBV: dict = {}        # (id(value), id(mapping)) -> subst_value(...)
-_VARS: dict = {}        # id(value) -> _value_vars(...)
+_RESOLVED: dict = {}    # (id(value), registers of its loads) -> build's resolve(value)
+_IDENTITY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _identity(m) -> dict:
+    """``{v: v for v in m.vars}``, one dict per statement (so memos keyed by the mapping's
+    identity hit when the group seeded by ``m`` is rebuilt)."""
+    hit = _IDENTITY.get(m)
+    if hit is None:
+        hit = _IDENTITY[m] = {v: v for v in m.vars}
+    return hit
+_VARS: dict = {}        # id(value or index) -> _value_vars(...) or variables(...)
 _LOADS: dict = {}       # id(value) -> _loads(...)
 _COUNT: dict = {}       # id(value) -> _count(...)
 
@@ -378,11 +444,11 @@ def _check_hazards(anchor, src, outs, inside) -> None:
     elif src is not None:
         operands = [src]
     for v in operands:
-        for ld in _loads(v):
+        for ld in _memo(_LOADS, v, None, _loads):
             if id(ld.buffer) in stored:
                 raise _Fail
     for o in outs:
-        for ld in _loads(o.value):
+        for ld in _memo(_LOADS, o.value, None, _loads):
             if id(ld.buffer) in stored and ld.index != stored[id(ld.buffer)]:
                 raise _Fail
 
@@ -401,6 +467,7 @@ class Schedule:
         self._touched: dict[int, tuple] = {}
         self._keep = list(stmts)            # keeps ids in _touched unique while we run
         self._reaches: dict[int, tuple] = {}  # id(stmt) -> _reach's result, until a commit
+        self._placed: list = []             # the last two placeable groups, until a commit
         for s in stmts:
             self._index(s)
         self.taken: set[int] = set()
@@ -461,16 +528,35 @@ class Schedule:
         group that block it (:meth:`_reach`), so the group goes to the latest member rank
         inside the intersection of those open intervals: ``O(members x buffers)``
         bisections, not a scan per member and candidate rank.
+
+        Groups grow one statement at a time, so the intervals of the last placed groups
+        are kept (until a commit): a member's interval changes only when a statement
+        bounding it joins the group, and a grown group reuses the others' (its new
+        members' intervals and the bounded ones are recomputed).
         """
         ids = {id(s) for s in group}
-        lo, hi = -1, float("inf")
-        for s in group:
-            a, b = self._reach(s, ids)
-            lo, hi = max(lo, a), min(hi, b)
-            if lo >= hi:
-                return None
-        ranks = [self.rank[i] for i in ids if lo < self.rank[i] < hi]
-        return max(ranks) if ranks else None
+        base = next((b for b in self._placed if b[0] <= ids), None)
+        if base is None:
+            reach = {id(s): self._reach(s, ids) for s in group}
+            ranks = sorted(self.rank[i] for i in ids)
+        else:
+            placed_ids, reach, ranks = base
+            new = [s for s in group if id(s) not in placed_ids]
+            new_ranks = {self.rank[id(s)] for s in new}
+            reach = dict(reach)
+            for i, (a, b) in base[1].items():         # bounded by a statement that joined
+                if a in new_ranks or b in new_ranks:
+                    reach[i] = self._reach(self.stmt[self.rank[i]], ids)
+            for s in new:
+                reach[id(s)] = self._reach(s, ids)
+            ranks = sorted(ranks + list(new_ranks))
+        lo = max(a for a, _ in reach.values())
+        hi = min(b for _, b in reach.values())
+        k = bisect.bisect_left(ranks, hi) - 1
+        if k < 0 or ranks[k] <= lo:
+            return None
+        self._placed = [(frozenset(ids), reach, ranks)] + self._placed[:1]
+        return ranks[k]
 
     def _reach(self, s, ids: set) -> tuple:
         """``(lo, hi)``: the ranks of the nearest statements before and after ``s`` (-1 and
@@ -520,6 +606,7 @@ class Schedule:
         if at is None:
             raise ValueError("fusion: committing a group that cannot be placed")
         self._reaches.clear()
+        self._placed = []
         for s in group:
             self._unindex(s)
             del self.stmt[self.rank[id(s)]]

@@ -111,12 +111,13 @@ class And(Expr):
 
 
 def _cached_hash(self) -> int:
-    h = self.__dict__.get("_h")
-    if h is None:
+    try:
+        return self._h
+    except AttributeError:
         h = hash((type(self).__name__,) + tuple(getattr(self, f)
                                                 for f in self.__dataclass_fields__))
         object.__setattr__(self, "_h", h)
-    return h
+        return h
 
 
 for _cls in (Num, Var, Add, Mul, Div, Mod, Lt, And):   # hash once per node, not per lookup

@@ -283,7 +283,10 @@ def _uniq(bufs) -> list[Buffer]:
 
 
 class Kernel(Stmt):
-    """A statement that is one device kernel launch."""
+    """A statement that is one device kernel launch.
+
+    A kernel is not changed once built (passes make new ones), so :meth:`reads` and
+    :meth:`writes` are computed once per kernel (passes ask for them repeatedly)."""
 
     outs: tuple[Output, ...]
 
@@ -292,10 +295,17 @@ class Kernel(Stmt):
         return [o.value for o in self.outs]
 
     def reads(self) -> list[Buffer]:
-        return _uniq(ld.buffer for v in self.values() for ld in loads(v))
+        r = self.__dict__.get("_reads")
+        if r is None:
+            r = self.__dict__["_reads"] = \
+                tuple(_uniq(ld.buffer for v in self.values() for ld in loads(v)))
+        return list(r)
 
     def writes(self) -> list[Buffer]:
-        return _uniq(o.buffer for o in self.outs)
+        w = self.__dict__.get("_writes")
+        if w is None:
+            w = self.__dict__["_writes"] = tuple(_uniq(o.buffer for o in self.outs))
+        return list(w)
 
 
 @dataclass(eq=False)
@@ -608,8 +618,12 @@ class FusedKernel(Kernel):
         return self.kernel.reads()
 
     def writes(self):
-        inside = {id(b) for b in self.internal}
-        return [b for b in self.kernel.writes() if id(b) not in inside]
+        w = self.__dict__.get("_writes")
+        if w is None:
+            inside = {id(b) for b in self.internal}
+            w = self.__dict__["_writes"] = \
+                tuple(b for b in self.kernel.writes() if id(b) not in inside)
+        return list(w)
 
     def stored(self) -> list[Output]:
         """The outputs ``kernel`` writes to memory (``internal`` ones excluded)."""
