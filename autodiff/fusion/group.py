@@ -468,6 +468,7 @@ class Schedule:
         self._keep = list(stmts)            # keeps ids in _touched unique while we run
         self._reaches: dict[int, tuple] = {}  # id(stmt) -> _reach's result, until a commit
         self._placed: list = []             # the last two placeable groups, until a commit
+        self._near: dict[int, list] = {}    # id(stmt) -> neighbours(stmt), until a commit
         for s in stmts:
             self._index(s)
         self.taken: set[int] = set()
@@ -596,6 +597,22 @@ class Schedule:
         self._reaches[id(s)] = (lo, hi, skipped)
         return lo, hi
 
+    def neighbours(self, s) -> list:
+        """The free plain elementwise kernels reading a result of ``s`` and, when ``s`` is
+        one itself, those before it producing one it reads (fusion candidates next to
+        ``s``); memoized until the next :meth:`commit`."""
+        hit = self._near.get(id(s))
+        if hit is None:
+            reads, writes = self.touched(s)
+            hit = [r for b in writes for r in self.readers_of(b)
+                   if type(r) is Elementwise and self.free(r)]
+            if type(s) is Elementwise:
+                hit += [w for b in reads for w in self.writers_of(b)
+                        if type(w) is Elementwise and self.free(w)
+                        and self.rank[id(w)] < self.rank[id(s)]]
+            self._near[id(s)] = hit
+        return hit
+
     def legal(self, group: list) -> bool:
         """Whether all of ``group`` may run as one kernel (:meth:`placement`)."""
         return self.placement(group) is not None
@@ -607,6 +624,7 @@ class Schedule:
             raise ValueError("fusion: committing a group that cannot be placed")
         self._reaches.clear()
         self._placed = []
+        self._near.clear()
         for s in group:
             self._unindex(s)
             del self.stmt[self.rank[id(s)]]
@@ -665,19 +683,7 @@ MAX_TRIES = 200         # build attempts per group
 def _candidates(sched: Schedule, group: list) -> list:
     """Free plain elementwise kernels reading a result of ``group`` or producing one it reads."""
     ids = {id(s) for s in group}
-    found: dict[int, object] = {}
-    for s in group:
-        reads, writes = sched.touched(s)
-        for b in writes:
-            for r in sched.readers_of(b):
-                if type(r) is Elementwise and sched.free(r) and id(r) not in ids:
-                    found[id(r)] = r
-        if type(s) is Elementwise:
-            for b in reads:
-                for w in sched.writers_of(b):
-                    if type(w) is Elementwise and sched.free(w) and id(w) not in ids \
-                            and sched.rank[id(w)] < sched.rank[id(s)]:
-                        found[id(w)] = w
+    found = {id(c): c for s in group for c in sched.neighbours(s) if id(c) not in ids}
     return sorted(found.values(), key=lambda s: sched.rank[id(s)])
 
 

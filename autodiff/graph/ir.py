@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,6 +88,10 @@ class Op(enum.Enum):
     # host boundary inside the program
     CALLBACK = enum.auto()   # srcs: device values handed to the host; arg: CallbackSpec;
                              # the value the host function returns (declared shape/dtype)
+
+    # members are singletons compared by identity: hash them so too (Enum's own hash is a
+    # Python-level call, and every pass looks ops up in tables and sets)
+    __hash__ = object.__hash__
 
 
 UNARY = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
@@ -319,7 +324,7 @@ class Node:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(int(d) for d in self.shape)
 
     @property
     def nbytes(self) -> int:

@@ -15,6 +15,7 @@ back.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import sys
@@ -34,13 +35,24 @@ def user_site() -> str:
         f = f.f_back
     if f is None:
         return "?"
-    path = f.f_code.co_filename
     try:
-        rel = os.path.relpath(path)
-        path = rel if not rel.startswith("..") else path
+        cwd = os.getcwd()
+    except OSError:             # the working directory was removed
+        cwd = None
+    return f"{_shown(f.f_code.co_filename, cwd)}:{f.f_lineno}"
+
+
+@functools.lru_cache(maxsize=256)
+def _shown(path: str, cwd: str | None) -> str:
+    """``path`` relative to ``cwd`` when it lies below it, else as it is (computed once
+    per file and directory: every traced node asks)."""
+    if cwd is None:
+        return path
+    try:
+        rel = os.path.relpath(path, cwd)
+        return rel if not rel.startswith("..") else path
     except ValueError:
-        pass
-    return f"{path}:{f.f_lineno}"
+        return path
 
 
 @dataclass(eq=False)

@@ -88,6 +88,22 @@ def affine_stride(e: Expr, v: Var) -> int | None:
 _AFFINE: dict = {}      # (access expression, var) -> affine_stride(...)
 
 
+_SUBST: dict = {}       # (id(env), expression, extra) -> (env, Values.sub(...))
+_INDEX: dict = {}       # (id(env), expression, offset, extra) -> (env, Values.index(...))
+
+
+def _memo_env(table: dict, env: dict, key: tuple, make):
+    """``make()`` memoized by ``key`` and the identity of ``env`` (a kernel's variable
+    environment, never changed once built; the entry keeps it alive)."""
+    k = (id(env),) + key
+    hit = table.get(k)
+    if hit is None or hit[0] is not env:
+        if len(table) >= 1 << 16:
+            table.clear()
+        hit = table[k] = (env, make())
+    return hit[1]
+
+
 def _lane(v: Var, j: int) -> Var:
     return Var(f"{v.name}_{j}", v.extent)
 
@@ -184,11 +200,18 @@ class Values:
         """Arena index of ``buf[e]``, in ``buf``'s storage units (floats for 4-byte dtypes,
         see :mod:`.dtypes`): kernel vars substituted by ``env``, then C-level vars by
         ``extra`` (the lanes of a vector)."""
-        return ax.simplify(self.sub(e, extra) + self.offsets[buf.name] * D.per_float(buf.dtype))
+        off = self.offsets[buf.name] * D.per_float(buf.dtype)
+        return _memo_env(_INDEX, self.env, (e, off, tuple(extra.items()) if extra else None),
+                         lambda: ax.simplify(self.sub(e, extra) + off))
 
     def sub(self, e: Expr, extra: dict | None = None) -> Expr:
-        e = ax.substitute(e, self.env)
-        return ax.simplify(ax.substitute(e, extra) if extra else e)
+        """``e`` with the kernel vars substituted by ``env`` (then ``extra``), simplified;
+        memoized (every vector lane, output and operand asks again)."""
+        def make():
+            x = ax.substitute(e, self.env)
+            return ax.simplify(ax.substitute(x, extra) if extra else x)
+        return _memo_env(_SUBST, self.env, (e, tuple(extra.items()) if extra else None),
+                         make)
 
     def scalar(self, v: Value, extra: dict | None = None, lane: int | None = None) -> str:
         """C expression of ``v`` for one work item (``extra``: more Var substitutions;
@@ -233,7 +256,7 @@ class Values:
             return v.buffer.dtype == "float32" and \
                 self.stride(self.index(v.buffer, v.index), vec) in (0, 1)
         if isinstance(v, Select):
-            cond = ax.simplify(ax.substitute(v.cond, self.env))
+            cond = self.sub(v.cond)
             return self.stride(cond, vec) == 0 and all(
                 self.vectorizable(x, vec) for x in (v.a, v.b))
         if isinstance(v, Apply):
@@ -276,7 +299,7 @@ class Values:
         if isinstance(v, Local):
             return self.locals[id(v.buffer)]
         if isinstance(v, Select):
-            cond = R.access(ax.simplify(ax.substitute(v.cond, self.env)))
+            cond = R.access(self.sub(v.cond))
             return f"(({cond}) ? ({self._vector(v.a, vec, w)}) : ({self._vector(v.b, vec, w)}))"
         if isinstance(v, Apply):
             return self._apply(v, [self._vector(a, vec, w) for a in v.args], w)

@@ -39,10 +39,14 @@ def promoted(*xs, dtype=None) -> tuple[str, list[Node]]:
             raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
     dt = dtypes.name(dtype) if dtype is not None else dtypes.result_type(*xs).name
     # a scalar becomes a constant of the tensors' broadcast shape: no reshape/expand nodes
-    try:
-        shape = tuple(np.broadcast_shapes(*[tuple(x.shape) for x in xs if isinstance(x, T)]))
-    except ValueError:                  # the op itself reports the shapes that do not fit
-        shape = ()
+    shapes = {tuple(x.shape) for x in xs if isinstance(x, T)}
+    if len(shapes) == 1:                # the common case: no broadcast to work out
+        shape = tuple(int(d) for d in next(iter(shapes)))
+    else:
+        try:
+            shape = tuple(np.broadcast_shapes(*shapes))
+        except ValueError:              # the op itself reports the shapes that do not fit
+            shape = ()
     return dt, [ops.cast(x.node, dt) if isinstance(x, T) else
                 ops.const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x, shape,
                           dt)
