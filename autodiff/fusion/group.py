@@ -101,12 +101,11 @@ def at_p(mapping: dict, size: int, index: Expr) -> dict:
 
 def subst_index(e: Expr, mapping: dict) -> Expr:
     """``simplify(substitute(e, mapping))``, memoized per (mapping object, expression)."""
-    if all(k is v for k, v in mapping.items()):
-        return e
     key = (id(mapping), e)
     hit = _SUB.get(key)
     if hit is None or hit[0] is not mapping:
-        hit = (mapping, simplify(substitute(e, mapping)))
+        same = all(k is v for k, v in mapping.items())
+        hit = (mapping, e if same else simplify(substitute(e, mapping)))
         if len(_SUB) >= _MEMO_MAX:
             _SUB.clear()
         _SUB[key] = hit
@@ -209,7 +208,7 @@ def _build(anchor, members, read_outside):
     # the members in order until one maps nothing; a member is tried again only when
     # what its try reads changed since its last one (a result of a member it reads got
     # an index, or a member reading its result got mapped): otherwise it fails again.
-    todo = [m for m in members if id(m) in mapping or space_size(m.shape) == size]
+    todo = [m for m in members if id(m) in mapping or member_size(m) == size]
     dirty = {id(m) for m in todo}
     changed = True
     while changed:
@@ -407,15 +406,20 @@ def _memo(table: dict, v, mapping, fn):
     return hit[2]
 
 
-_MEMBER_LOADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def member_loads(m) -> list:
     """Every :class:`Load` of ``m.values()``, in order; computed once per statement (a
     group is rebuilt at every candidate, its members' loads stay the same)."""
-    hit = _MEMBER_LOADS.get(m)
+    hit = m.__dict__.get("_fusion_loads")
     if hit is None:
-        hit = _MEMBER_LOADS[m] = [ld for v in m.values() for ld in _loads(v)]
+        hit = m.__dict__["_fusion_loads"] = [ld for v in m.values() for ld in _loads(v)]
+    return hit
+
+
+def member_size(m) -> int:
+    """Points of ``m``'s iteration space, computed once per statement."""
+    hit = m.__dict__.get("_fusion_size")
+    if hit is None:
+        hit = m.__dict__["_fusion_size"] = space_size(m.shape)
     return hit
 
 

@@ -88,20 +88,34 @@ def affine_stride(e: Expr, v: Var) -> int | None:
 _AFFINE: dict = {}      # (access expression, var) -> affine_stride(...)
 
 
-_SUBST: dict = {}       # (id(env), expression, extra) -> (env, Values.sub(...))
-_INDEX: dict = {}       # (id(env), expression, offset, extra) -> (env, Values.index(...))
+_SUBST: dict = {}       # (env number, expression, extra) -> Values.sub(...)
+_INDEX: dict = {}       # (env number, expression, offset, extra) -> Values.index(...)
+_ENVS: dict = {}        # a kernel environment's items -> its number
 
 
-def _memo_env(table: dict, env: dict, key: tuple, make):
-    """``make()`` memoized by ``key`` and the identity of ``env`` (a kernel's variable
-    environment, never changed once built; the entry keeps it alive)."""
-    k = (id(env),) + key
+def _env_number(env: dict) -> int:
+    """A number per distinct variable environment (kernels of the same shape in every
+    layer share theirs, and so their memoized indices)."""
+    key = tuple(env.items())
+    n = _ENVS.get(key)
+    if n is None:
+        if len(_ENVS) >= 1 << 14:
+            _ENVS.clear()
+            _SUBST.clear()
+            _INDEX.clear()
+        n = _ENVS[key] = len(_ENVS)
+    return n
+
+
+def _memo_env(table: dict, env: int, key: tuple, make):
+    """``make()`` memoized by ``key`` and the environment's number ``env``."""
+    k = (env,) + key
     hit = table.get(k)
-    if hit is None or hit[0] is not env:
+    if hit is None:
         if len(table) >= 1 << 16:
             table.clear()
-        hit = table[k] = (env, make())
-    return hit[1]
+        hit = table[k] = make()
+    return hit
 
 
 def _lane(v: Var, j: int) -> Var:
@@ -129,6 +143,7 @@ class Values:
         self.hoisted = {} if hoisted is None else hoisted   # id(Value) -> C name (hoist)
         self.align = align         # the vector variable is a multiple of it (0: unknown)
         self._strides: dict = {}
+        self._env = _env_number(env)
 
     def stride(self, idx: Expr, vec: Var) -> int | None:
         """How ``idx`` (C-level) moves from lane to lane of a vector along ``vec``: 0 or 1
@@ -201,7 +216,7 @@ class Values:
         see :mod:`.dtypes`): kernel vars substituted by ``env``, then C-level vars by
         ``extra`` (the lanes of a vector)."""
         off = self.offsets[buf.name] * D.per_float(buf.dtype)
-        return _memo_env(_INDEX, self.env, (e, off, tuple(extra.items()) if extra else None),
+        return _memo_env(_INDEX, self._env, (e, off, tuple(extra.items()) if extra else None),
                          lambda: ax.simplify(self.sub(e, extra) + off))
 
     def sub(self, e: Expr, extra: dict | None = None) -> Expr:
@@ -210,7 +225,7 @@ class Values:
         def make():
             x = ax.substitute(e, self.env)
             return ax.simplify(ax.substitute(x, extra) if extra else x)
-        return _memo_env(_SUBST, self.env, (e, tuple(extra.items()) if extra else None),
+        return _memo_env(_SUBST, self._env, (e, tuple(extra.items()) if extra else None),
                          make)
 
     def scalar(self, v: Value, extra: dict | None = None, lane: int | None = None) -> str:
