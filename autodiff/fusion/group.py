@@ -44,6 +44,10 @@ def invert(index: Expr, vars_) -> tuple[dict, int] | None:
     (mapping, size) or None
         ``mapping``: Var -> expression in the placeholder ``Var("__p", size)``.
     """
+    fast = (id(index), id(vars_))
+    got = _INVERT_ID.get(fast)
+    if got is not None and got[0] is index and got[1] is vars_:
+        return got[2]
     key = (index, tuple(vars_))
     hit = _INVERT.get(key, _MISS)
     if hit is _MISS:
@@ -51,13 +55,26 @@ def invert(index: Expr, vars_) -> tuple[dict, int] | None:
         if len(_INVERT) >= _MEMO_MAX:
             _INVERT.clear()
         _INVERT[key] = hit
+    _by_identity(_INVERT_ID, fast, (index, vars_, hit))
     return hit
+
+
+def _by_identity(table: dict, key: tuple, entry: tuple) -> None:
+    """Store ``entry`` (its leading objects, whose ids form ``key``, then the result) in a
+    memo looked up by identity first: hashing the ids is C-level, an access expression's
+    hash is not (the entry keeps the objects alive, so their ids are not reused)."""
+    if len(table) >= _MEMO_MAX:
+        table.clear()
+    table[key] = entry
 
 
 _MISS = object()
 _MEMO_MAX = 1 << 16
 _INVERT: dict = {}      # (index, vars) -> invert(...): groups are rebuilt as they grow
 _AT_P: dict = {}        # (id(mapping), index) -> at_p(...)
+_INVERT_ID: dict = {}   # (id(index), id(vars)) -> (index, vars, invert(...))
+_AT_P_ID: dict = {}     # (id(mapping), id(index)) -> (mapping, index, at_p(...))
+_SUB_ID: dict = {}      # (id(mapping), id(index)) -> (mapping, index, subst_index(...))
 
 
 def _invert(index: Expr, vars_):
@@ -88,6 +105,10 @@ def _invert(index: Expr, vars_):
 
 def at_p(mapping: dict, size: int, index: Expr) -> dict:
     """``mapping`` (from :func:`invert`) with the placeholder replaced by ``index``."""
+    fast = (id(mapping), id(index))
+    got = _AT_P_ID.get(fast)
+    if got is not None and got[0] is mapping and got[1] is index:
+        return got[2]
     key = (id(mapping), index)
     hit = _AT_P.get(key)
     if hit is None or hit[0] is not mapping:
@@ -96,11 +117,16 @@ def at_p(mapping: dict, size: int, index: Expr) -> dict:
         if len(_AT_P) >= _MEMO_MAX:
             _AT_P.clear()
         _AT_P[key] = hit
+    _by_identity(_AT_P_ID, fast, (mapping, index, hit[1]))
     return hit[1]                        # shared: callers never mutate it
 
 
 def subst_index(e: Expr, mapping: dict) -> Expr:
     """``simplify(substitute(e, mapping))``, memoized per (mapping object, expression)."""
+    fast = (id(mapping), id(e))
+    got = _SUB_ID.get(fast)
+    if got is not None and got[0] is mapping and got[1] is e:
+        return got[2]
     key = (id(mapping), e)
     hit = _SUB.get(key)
     if hit is None or hit[0] is not mapping:
@@ -109,6 +135,7 @@ def subst_index(e: Expr, mapping: dict) -> Expr:
         if len(_SUB) >= _MEMO_MAX:
             _SUB.clear()
         _SUB[key] = hit
+    _by_identity(_SUB_ID, fast, (mapping, e, hit[1]))
     return hit[1]
 
 
@@ -292,12 +319,14 @@ def _build(anchor, members, read_outside):
 
     def env(v: Value, keep: list, depth=0) -> tuple:
         """What ``resolve(v)`` depends on besides ``v``: per load, the register index of
-        its buffer, or the producer inlined there and, recursively, its own loads'."""
+        its buffer (by identity: ``keep`` holds it), or the producer inlined there and,
+        recursively, its own loads'."""
         out = []
         for ld in _memo(_LOADS, v, None, _loads):
             k = id(ld.buffer)
             if k in regs:
-                out.append(regs[k])
+                keep.append(regs[k])
+                out.append(id(regs[k]))
             elif k in inline:
                 if depth > 64:
                     raise _Fail
