@@ -584,8 +584,8 @@ class Schedule:
             for s in new:
                 reach[id(s)] = self._reach(s, ids)
             ranks = sorted(ranks + list(new_ranks))
-        lo = max(a for a, _ in reach.values())
-        hi = min(b for _, b in reach.values())
+        lo = max((a for a, _ in reach.values()), default=-1)
+        hi = min((b for _, b in reach.values()), default=float("inf"))
         k = bisect.bisect_left(ranks, hi) - 1
         if k < 0 or ranks[k] <= lo:
             return None
