@@ -211,72 +211,75 @@ def _build(anchor, members, read_outside):
         t_vars = anchor.kept
         t_shape = tuple(v.extent for v in t_vars)
     size = space_size(t_shape)
-    mapping: dict[int, dict] = {}
-    out_index: dict[int, Expr] = {}          # id(buffer) -> index over T (mapped producers)
+    # dicts and sets below are keyed by the statements and buffers themselves (identity
+    # hashes: statements and buffers compare by identity)
+    mapped: dict = {}                        # member -> its vars as expressions over T
+    out_at: dict = {}                        # buffer -> index over T (mapped producers)
     if anchor is None:
-        mapping[id(seed)] = _identity(seed)
+        mapped[seed] = _identity(seed)
     else:
         for o in anchor.outs:
-            out_index[id(o.buffer)] = o.index
-    producer = {id(o.buffer): (m, o) for m in members for o in m.outs}
-    loads_of = {id(m): member_loads(m) for m in members}
-    read_by: dict[int, list] = {}            # id(m) -> (reader c, its load, m's output)
-    loaders: dict[int, list] = {}            # id(buffer) -> members loading it
-    feeds: dict[int, list] = {}              # id(c) -> members whose results c reads
+            out_at[o.buffer] = o.index
+    producer = {o.buffer: (m, o) for m in members for o in m.outs}
+    loads_of = {m: member_loads(m) for m in members}
+    read_by: dict = {}                       # m -> (reader c, its load, m's output)
+    loaders: dict = {}                       # buffer -> members loading it
+    feeds: dict = {}                         # c -> members whose results c reads
     for c in members:
-        for ld in loads_of[id(c)]:
-            loaders.setdefault(id(ld.buffer), []).append(id(c))
-            pm = producer.get(id(ld.buffer))
+        for ld in loads_of[c]:
+            b = ld.buffer
+            loaders.setdefault(b, []).append(c)
+            pm = producer.get(b)
             if pm:
-                read_by.setdefault(id(pm[0]), []).append((c, ld, pm[1]))
-                feeds.setdefault(id(c), []).append(id(pm[0]))
-    published: set[int] = set()              # mapped members whose outs are in out_index
+                read_by.setdefault(pm[0], []).append((c, ld, pm[1]))
+                feeds.setdefault(c, []).append(pm[0])
+    published: set = set()                   # mapped members whose outs are in out_at
     # fixpoint: map members through any link to an already mapped one. Passes run over
     # the members in order until one maps nothing; a member is tried again only when
     # what its try reads changed since its last one (a result of a member it reads got
     # an index, or a member reading its result got mapped): otherwise it fails again.
-    todo = [m for m in members if id(m) in mapping or member_size(m) == size]
-    dirty = {id(m) for m in todo}
+    todo = [m for m in members if m in mapped or member_size(m) == size]
+    dirty = set(todo)
     changed = True
     while changed:
         changed = False
         pending = []
         for m in todo:
-            i = id(m)
-            if i in mapping:
-                if i not in published:
-                    published.add(i)
+            if m in mapped:
+                if m not in published:
+                    published.add(m)
                     for o in m.outs:
-                        if id(o.buffer) not in out_index:
-                            out_index[id(o.buffer)] = subst_index(o.index, mapping[i])
-                            dirty.update(loaders.get(id(o.buffer), ()))
+                        if o.buffer not in out_at:
+                            out_at[o.buffer] = subst_index(o.index, mapped[m])
+                            dirty.update(loaders.get(o.buffer, ()))
                 continue
             pending.append(m)
-            if i not in dirty:
+            if m not in dirty:
                 continue
-            dirty.discard(i)
+            dirty.discard(m)
             got = None
-            for ld in loads_of[i]:                     # m reads a mapped result
-                if id(ld.buffer) in out_index:
+            for ld in loads_of[m]:                     # m reads a mapped result
+                if ld.buffer in out_at:
                     inv = invert(ld.index, m.vars)
                     if inv and inv[1] == size:
-                        got = at_p(*inv, out_index[id(ld.buffer)])
+                        got = at_p(*inv, out_at[ld.buffer])
                         break
             if got is None:                            # a mapped member reads m's result
-                for c, ld, o in read_by.get(i, ()):
-                    if id(c) not in mapping or c is m:
+                for c, ld, o in read_by.get(m, ()):
+                    if c not in mapped or c is m:
                         continue
                     inv = invert(o.index, m.vars)
-                    read = subst_index(ld.index, mapping[id(c)])
+                    read = subst_index(ld.index, mapped[c])
                     whole = invert(read, t_vars)     # c reads all of m, once
                     if inv and inv[1] == size and whole and whole[1] == size:
                         got = at_p(*inv, read)
                         break
             if got is not None:
-                mapping[i] = got
+                mapped[m] = got
                 changed = True
-                dirty.update(feeds.get(i, ()))
+                dirty.update(feeds.get(m, ()))
         todo = pending
+    mapping = {id(m): mp for m, mp in mapped.items()}
     inline = {}
     for m in members:
         if id(m) in mapping:
