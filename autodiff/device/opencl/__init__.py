@@ -28,7 +28,7 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored
-from . import callback, chain, control, render
+from . import callback, chain, control, prejit, render
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -214,6 +214,33 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
     return out, args, kernel
 
 
+#: PoCL's "small grid" limit: work-group functions are specialised for grids whose every
+#: dimension is narrower (``grid_width_specialization_limit``, ``USHRT_MAX`` on PoCL 3.1)
+LARGE_GRID = 65535
+
+
+def _first_launches(steps, launch_kernel: dict, switch: set) -> list:
+    """``(kernel name, global size, local size)`` of each dispatch kernel (named in
+    ``switch``) and specialisation (local size, a grid dimension of at least 65535 or
+    not), in the order of their first launch (loop bodies and both blocks of a branch in program
+    order): what :func:`.prejit.start` compiles from the end."""
+    from .runtime import _blocks
+    out, seen = [], set()
+
+    def visit(steps):
+        for s in steps:
+            if type(s) is Launch:
+                name = launch_kernel[s]
+                key = (name, tuple(s.local_size), max(s.global_size) >= LARGE_GRID)
+                if key not in seen and name in switch:
+                    seen.add(key)
+                    out.append((name, tuple(s.global_size), tuple(s.local_size)))
+            for blk in _blocks(s):
+                visit(blk)
+    visit(steps)
+    return out
+
+
 def _walk(stmts):
     for s in stmts:
         yield s, 0
@@ -351,6 +378,11 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         stats["kernel_flops"] = {la.name: sum(m.flops for m in by_launch[la][1])
                                  for la in launches}
     queue = cl.CommandQueue(ctx, dev, properties=props)
+    helper = None
+    if options.get("prejit", True) and chain.is_cpu(dev):
+        switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
+        helper = prejit.start(dev, path, _first_launches(steps, launch_kernel, switch))
+    stats["prejit"] = helper is not None
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
     outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
@@ -361,6 +393,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)
+    exe.helper = helper
     if report is not None:
         report.stats["opencl"] = stats
     return exe
