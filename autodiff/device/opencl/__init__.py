@@ -15,6 +15,7 @@ Arena layout: :mod:`autodiff.device.cstyle.arena`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 
 import numpy as np
@@ -49,6 +50,13 @@ def require(opencl_device: str | None = None, **options) -> None:
     select(opencl_device)
 
 
+#: a float literal of a rendered body (``1.0f``, ``0.05416538938879967f``, ``1e-05f``)
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)f(?!\w)")
+
+#: most int parameters a body may have after its literals are lifted (:meth:`_Kernels.lift`)
+MAX_PARAMS = 64
+
+
 class _Kernels:
     """The kernel bodies of a program being rendered, each distinct source once.
 
@@ -57,12 +65,45 @@ class _Kernels:
     launch sizes equal an earlier one's reuses that body and only brings its own arguments.
     An index-checked kernel's id in the error record is a literal of its body, so such
     kernels share a body only with themselves.
+
+    The float literals of a one-point kernel (scalar bookkeeping: a learning-rate
+    schedule, a clipping factor, a bias correction) are *lifted* (:meth:`lift`) into the
+    arena's constants region (:attr:`constants`, after the planned arena from float
+    offset ``base``), each occurrence its own slot read through an offset argument: these
+    are the constants a run's configuration changes (``--steps``, ``--lr``, the warm-up),
+    and with them out of the source a new configuration of the same model renders the same
+    program and hits PoCL's disk cache of compiled kernels. Constant folding buys nothing
+    in a kernel of one point; the larger kernels keep their literals.
     """
 
-    def __init__(self):
+    def __init__(self, base: int = 0):
         self.bodies: list = []          # distinct bodies, in first-use order
         self.canon: dict = {}           # (source up to the name, sizes) -> body
         self.count = 0
+        self.base = base                # float offset of the constants region
+        self.constants: list = []       # lifted literals, by slot
+
+    def lift(self, src: Source) -> Source:
+        """``src`` with each float literal of its body replaced by ``buf[p<n>_]``, a new
+        int parameter whose argument is the literal's slot in the constants region
+        (unchanged when that would exceed :data:`MAX_PARAMS` parameters)."""
+        head, brace, body = src.src.partition("{")
+        found = FLOAT_LITERAL.findall(body)
+        if not found or len(src.params) + len(found) > MAX_PARAMS:
+            return src
+        params, args = list(src.params), list(src.args)
+
+        def slot(m) -> str:
+            name = f"p{len(params)}_"
+            params.append(f"const int {name}")
+            args.append(self.base + len(self.constants))
+            self.constants.append(float(m.group(0)[:-1]))
+            return f"buf[{name}]"
+        body = FLOAT_LITERAL.sub(slot, body)
+        new = params[len(src.params):]
+        head = head.replace("const int g0", ", ".join(new + ["const int g0"]), 1)
+        return dataclasses.replace(src, src=head + brace + body, params=tuple(params),
+                                   args=tuple(args))
 
     def render(self, s, off, target, check=(1, None)) -> list:
         """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
@@ -70,8 +111,11 @@ class _Kernels:
         name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
         self.count += 1
         out = []
+        one_point = chain.work(s) <= chain.POINT_FLOPS
         for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check,
                                   args=True):
+            if one_point and not src.whole:
+                src = self.lift(src)
             key = (src.src.replace(src.name, "@"), src.global_size, src.local_size, src.whole)
             first = self.canon.get(key)
             if first is None:
@@ -333,7 +377,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = arena.layout(prog, planned, planned_bytes)
     t = time.perf_counter()
-    kernels_, by_launch = _Kernels(), {}
+    kernels_, by_launch = _Kernels(arena_bytes // 4), {}
     chain_work = options.get("chain_work", chain.default_work(dev))
     tgt = for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
@@ -361,6 +405,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     if any(isinstance(x, CallbackRead) for x, _ in _walk(prog.body)):
         from .runtime import _blocks
         stats["callbacks"] = callback.trace(steps, _blocks)
+    constants = np.array(kernels_.constants, np.float32)
+    arena_bytes += constants.nbytes         # the constants region ends the arena
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
     prg, kern, path = build(ctx, dev, src, [philox.SET_KERNEL]
@@ -394,6 +440,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                      checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)
     exe.helper = helper
+    exe.constants = (arena_bytes - constants.nbytes, constants)
     if report is not None:
         report.stats["opencl"] = stats
     return exe

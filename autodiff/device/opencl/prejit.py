@@ -28,6 +28,11 @@ import subprocess
 import sys
 
 
+#: fewest kernels to compile for a helper to start: its own start (an interpreter,
+#: pyopencl, a build from the cache: 0.3-0.5 s) costs more than a few small kernels' JIT
+MIN_KERNELS = 4
+
+
 def enabled(device) -> bool:
     """Whether a helper can help on ``device``: a PoCL CPU device with the disk cache on
     (``POCL_KERNEL_CACHE`` not ``0``), on a machine with more than one core."""
@@ -68,9 +73,10 @@ class Helper:
 def start(device, source_path: str, launches: list) -> Helper | None:
     """Start a helper compiling ``launches`` -- ``(kernel name, global size, local size)``
     of :func:`~.chain.dispatch` kernels in ``source_path``'s program, in the order of
-    their first launch -- from the last to the first. Returns None when no helper can run
-    (:func:`enabled`, or the process cannot start)."""
-    if not launches or not enabled(device):
+    their first launch -- from the last to the first. Returns None when no helper runs
+    (fewer than :data:`MIN_KERNELS` kernels, not :func:`enabled`, or the process cannot
+    start)."""
+    if len(launches) < MIN_KERNELS or not enabled(device):
         return None
     spec = {"device": label(device), "source": source_path,
             "launches": [[n, list(g), list(loc)] for n, g, loc in reversed(launches)]}
