@@ -340,7 +340,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             the launch steps and the chains among them, the kernels of the program that
             launches use (``program_kernels``: :func:`.chain.dispatch` kernels),
             source size, the seconds spent lowering, fusing, planning, rendering, building,
-            and the arena size.
+            the arena size (its constants region included) and whether a :mod:`.prejit`
+            helper ran (``prejit``).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
@@ -352,7 +353,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.device.for_device`'s choice; ``prefetch`` is
+            tile) override :func:`.device.for_device`'s choice; ``prejit=False`` starts
+            no helper process compiling PoCL's work-group functions ahead of the first
+            iteration (:mod:`.prejit`; default on for a PoCL CPU device); ``prefetch`` is
             ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 

@@ -1,0 +1,169 @@
+"""Cold start on the OpenCL device: the float literals of one-point kernels live in the
+arena (a run's configuration does not change the program source, so PoCL's disk cache
+hits), and a helper process compiles PoCL's work-group functions ahead of the first
+launches (:mod:`autodiff.device.opencl.prejit`) without changing any result."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+import autodiff as ad
+from autodiff.device.opencl import chain, device, prejit, render
+from autodiff.device.opencl.runtime import Launch, Loop
+from autodiff.optim import SGD
+from autodiff.optim.lr_scheduler import CosineAnnealingLR
+
+try:
+    device.candidates()
+except device.OpenCLUnavailable as e:
+    pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
+
+
+def _train(steps: int, dev: str = "opencl", **options):
+    """SGD with a cosine schedule over ``steps`` steps on a [16, 24] linear layer: the
+    schedule's constants (``steps`` among them) are one-point kernels' literals. Returns
+    (losses, final weight, OpenCL program source, OpenCL stats) (the last two None on
+    another device)."""
+    rng = np.random.default_rng(5)
+    w = ad.Tensor(rng.standard_normal((16, 24)).astype(np.float32) * 0.3, requires_grad=True)
+    xs = [rng.standard_normal((8, 16)).astype(np.float32) for _ in range(steps)]
+    opt = SGD([w], lr=0.05)
+    sched = CosineAnnealingLR(opt, T_max=steps, eta_min=0.01)
+    feed, losses = iter(xs), []
+
+    def step():
+        x = ad.Feeder(lambda: next(feed), [8, 16], name="x")
+        opt.zero_grad()
+        loss = ((x @ w).tanh() * 3.0 - 1.0).square().mean()
+        loss.backward()
+        opt.step()
+        sched.step()
+        ad.Receiver(lambda v: losses.append(float(v)), [loss], name="loss")
+    ad.ir_for(steps, step)
+    report = ad.execute(device=dev, **options)
+    if dev != "opencl":
+        return losses, w.numpy(), None, None
+    st = report.stats["opencl"]
+    with open(st["source_path"]) as f:
+        src = f.read()
+    return losses, w.numpy(), src, st
+
+
+def _bodies(src: str) -> dict:
+    """body name -> its source, from a program's source."""
+    parts = re.split(r"(?=^static inline void k\d+_\w+_body\()", src, flags=re.M)
+    return {re.match(r"static inline void (\w+)_body", p).group(1): p
+            for p in parts if p.startswith("static inline void k")}
+
+
+def test_a_changed_step_count_renders_the_same_program_and_the_same_numbers():
+    """10 and 12 steps: the schedule differs (its T_max), the program source does not;
+    each run matches the numpy device, and the one-point schedule kernel reads its
+    constants from the arena while the [8, 24] kernels keep their literals."""
+    l10, w10, s10, st = _train(10)
+    l12, w12, s12, _ = _train(12)
+    assert s10 == s12
+    assert st["arena_bytes"] % 4 == 0
+    r10, rw10, _, _ = _train(10, "numpy")
+    np.testing.assert_allclose(l10, r10, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(w10, rw10, rtol=2e-5, atol=1e-6)
+    assert len(l12) == 12 and not np.allclose(w10, w12)
+    bodies = _bodies(s10)
+    lifted = [b for b in bodies.values() if "if (i >= 1) return;" in b and "buf[p" in b]
+    assert lifted and not any(re.search(r"\d\.\d*f\b", b.split("{", 1)[1]) for b in lifted)
+    assert any("3.0f" in b for b in bodies.values())    # the tanh * 3.0 of [8, 24] points
+
+
+def test_lifting_gives_each_literal_of_a_body_its_own_slot():
+    from autodiff.device.cstyle.kernels import Source
+    from autodiff.device.opencl import _Kernels
+    ks = _Kernels(base=100)
+    src = Source("k1_elw", "static inline void k1_elw_body(__global float* restrict buf, "
+                 "const int p0_, const int g0, const int g1, const int g2) {\n"
+                 "  buf[p0_] = _ad_min(buf[p0_] * 0.5f, 2.0f) + 0.5f + 1e-05f;\n}",
+                 (1,), (1,), params=("const int p0_",), args=(7,))
+    out = ks.lift(src)
+    assert out.params == ("const int p0_", "const int p1_", "const int p2_",
+                          "const int p3_", "const int p4_")
+    assert out.args == (7, 100, 101, 102, 103)
+    assert ks.constants == [0.5, 2.0, 0.5, 1e-05]
+    assert "const int p4_, const int g0" in out.src and not re.search(r"\d\.\d*f", out.src)
+    assert "buf[p1_]" in out.src and "buf[p4_]" in out.src
+
+
+def _dispatch_program(n: int):
+    """A program of ``n`` dispatch kernels (one body each, local size 4, writing its index
+    plus 1 at float offset 64 + 4 * (its position) + the work-item)."""
+    from autodiff.device.cstyle.kernels import Source
+    bodies, kernels = [], []
+    for i in range(n):
+        b = Source(f"k{i}_elw", f"static inline void k{i}_elw_body(__global float* restrict "
+                   f"buf, const int p0_, const int g0, const int g1, const int g2) {{\n"
+                   f"  buf[p0_ + g0] = {i + 1}.0f + g0;\n}}", (4,), (4,),
+                   params=("const int p0_",), args=(64 + 4 * i,))
+        bodies.append(b)
+        kernels.append(chain.dispatch(f"d{i}_x1", [b]))
+    return render.program(bodies + kernels), kernels
+
+
+def test_the_helper_compiles_every_kernel_into_a_fresh_cache(tmp_path, monkeypatch):
+    """The helper builds the program and launches each kernel as a no-op; PoCL's cache
+    (the helper's ``POCL_CACHE_DIR``) then holds a work-group function for each."""
+    _, dev = device.context()
+    if not prejit.enabled(dev):
+        pytest.skip("prejit needs PoCL on a CPU with more than one core")
+    src, kernels = _dispatch_program(prejit.MIN_KERNELS)
+    path = tmp_path / "p.cl"
+    path.write_text(src)
+    cache = tmp_path / "pocl"
+    cache.mkdir()
+    monkeypatch.setenv("POCL_CACHE_DIR", str(cache))
+    helper = prejit.start(dev, str(path), [(k.name, (8,), (4,)) for k in kernels])
+    assert helper is not None
+    assert helper.proc.wait(timeout=120) == 0
+    helper.stop()
+    compiled = {p.parent.parent.name for p in cache.rglob("*.so")}
+    assert compiled == {k.name for k in kernels}
+    assert prejit.start(dev, str(path), [(k.name, (8,), (4,)) for k in kernels[:1]]) is None
+
+
+def test_results_are_the_same_with_and_without_the_helper(opencl_executables, monkeypatch):
+    """The same model with ``prejit`` on (a helper for its few kernels too) and off:
+    bit-identical losses and weights; the helper is gone after the run."""
+    monkeypatch.setattr(prejit, "MIN_KERNELS", 1)
+    l0, w0, s0, st0 = _train(6, prejit=False, chain_work=0)
+    l1, w1, s1, st1 = _train(6, chain_work=0)
+    assert s0 == s1 and st0["prejit"] is False and st1["prejit"] is prejit.enabled(
+        device.select())
+    np.testing.assert_array_equal(l1, l0)
+    np.testing.assert_array_equal(w1, w0)
+    for exe in opencl_executables:
+        assert exe.helper is None
+
+
+def test_first_launches_lists_each_dispatch_kernel_once_in_launch_order(opencl_executables):
+    """What the helper is given: every dispatch kernel of the program, once per local
+    size, in the order the host first launches it."""
+    from autodiff.device.opencl import _first_launches
+    _train(3, chain_work=0)
+    exe = opencl_executables[-1]
+    names = {}
+    order = []
+
+    def visit(steps):
+        for s in steps:
+            if type(s) is Launch:
+                names[s] = s.kernel.function_name
+                order.append(s)
+            elif type(s) is Loop:
+                visit(s.body)
+    visit(exe.steps)
+    got = _first_launches(exe.steps, names, set(names.values()))
+    want = []
+    for s in order:
+        key = (names[s], tuple(s.global_size), tuple(s.local_size))
+        if (key[0], key[2]) not in [(w[0], w[2]) for w in want]:
+            want.append(key)
+    assert [(g[0], g[2]) for g in got] == [(w[0], w[2]) for w in want]
+    assert len(got) >= 2 and os.path.exists(exe.stats["source_path"])
