@@ -107,39 +107,82 @@ def _dispatch_program(n: int):
     return render.program(bodies + kernels), kernels
 
 
-def test_the_helper_compiles_every_kernel_into_a_fresh_cache(tmp_path, monkeypatch):
-    """The helper builds the program and launches each kernel as a no-op; PoCL's cache
-    (the helper's ``POCL_CACHE_DIR``) then holds a work-group function for each."""
+def _compiled(cache) -> dict:
+    """kernel name -> work-group functions (.so files) in a PoCL cache directory."""
+    out: dict = {}
+    for p in cache.rglob("*.so"):
+        out[p.parent.parent.name] = out.get(p.parent.parent.name, 0) + 1
+    return out
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """The helper's PoCL cache (its environment): an empty directory."""
     _, dev = device.context()
     if not prejit.enabled(dev):
         pytest.skip("prejit needs PoCL on a CPU with more than one core")
-    src, kernels = _dispatch_program(prejit.MIN_KERNELS)
-    path = tmp_path / "p.cl"
-    path.write_text(src)
     cache = tmp_path / "pocl"
     cache.mkdir()
     monkeypatch.setenv("POCL_CACHE_DIR", str(cache))
-    helper = prejit.start(dev, str(path), [(k.name, (8,), (4,)) for k in kernels])
+    return cache
+
+
+def test_the_helper_alone_compiles_every_kernel_from_the_last(tmp_path, fresh_cache):
+    """Without the caller's share, the helper claims and compiles every kernel; each
+    lands in the fresh cache once. Too few kernels start no helper."""
+    _, dev = device.context()
+    src, kernels = _dispatch_program(prejit.MIN_KERNELS)
+    path = tmp_path / "p.cl"
+    path.write_text(src)
+    launches = [(k.name, (8,), (4,)) for k in kernels]
+    helper = prejit.start(dev, str(path), launches)
     assert helper is not None
     assert helper.proc.wait(timeout=120) == 0
+    assert sorted(os.listdir(helper.claims)) == [str(i) for i in range(len(kernels))]
     helper.stop()
-    compiled = {p.parent.parent.name for p in cache.rglob("*.so")}
-    assert compiled == {k.name for k in kernels}
-    assert prejit.start(dev, str(path), [(k.name, (8,), (4,)) for k in kernels[:1]]) is None
+    assert _compiled(fresh_cache) == {k.name: 1 for k in kernels}
+    assert prejit.start(dev, str(path), launches[:1]) is None
 
 
-def test_results_are_the_same_with_and_without_the_helper(opencl_executables, monkeypatch):
+def test_caller_and_helper_split_the_kernels_and_each_is_compiled_once(tmp_path, fresh_cache):
+    """The caller compiles from the first kernel, the helper from the last; every kernel
+    is claimed by exactly one side (the caller's a prefix of the order), and the run's
+    launches of the program then find all of them compiled."""
+    import pyopencl as cl
+    ctx, dev = device.context()
+    src, kernels = _dispatch_program(8)
+    path = tmp_path / "p.cl"
+    path.write_text(src)
+    prg = cl.Program(ctx, src).build(devices=[dev])     # (the caller's cache: its own)
+    launches = [(k.name, (8,), (4,)) for k in kernels]
+    helper = prejit.start(dev, str(path), launches)
+    helper.compile(ctx, dev, prg)
+    assert helper.proc is None and helper.claims is None
+    assert helper.mine == list(range(len(helper.mine))) and helper.mine
+    theirs = set(range(len(kernels))) - set(helper.mine)
+    assert set(_compiled(fresh_cache)) >= {kernels[i].name for i in theirs}
+    q = cl.CommandQueue(ctx, dev)
+    arena = np.zeros(64 + 4 * len(kernels), np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=arena)
+    for i, k in enumerate(kernels):
+        kern = cl.Kernel(prg, k.name)
+        kern.set_args(buf, np.int32(0), np.int32(64 + 4 * i))
+        cl.enqueue_nd_range_kernel(q, kern, (4,), (4,))
+    cl.enqueue_copy(q, arena, buf, is_blocking=True)
+    np.testing.assert_array_equal(arena[64:].reshape(-1, 4),
+                                  np.arange(1, len(kernels) + 1)[:, None] + np.arange(4))
+
+
+def test_results_are_the_same_with_and_without_the_helper(monkeypatch):
     """The same model with ``prejit`` on (a helper for its few kernels too) and off:
-    bit-identical losses and weights; the helper is gone after the run."""
+    bit-identical losses and weights, the same program."""
     monkeypatch.setattr(prejit, "MIN_KERNELS", 1)
     l0, w0, s0, st0 = _train(6, prejit=False, chain_work=0)
     l1, w1, s1, st1 = _train(6, chain_work=0)
-    assert s0 == s1 and st0["prejit"] is False and st1["prejit"] is prejit.enabled(
-        device.select())
+    assert s0 == s1 and st0["prejit"] is False
+    assert st1["prejit"] is prejit.enabled(device.select())
     np.testing.assert_array_equal(l1, l0)
     np.testing.assert_array_equal(w1, w0)
-    for exe in opencl_executables:
-        assert exe.helper is None
 
 
 def test_first_launches_lists_each_dispatch_kernel_once_in_launch_order(opencl_executables):

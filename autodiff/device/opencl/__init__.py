@@ -340,8 +340,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             the launch steps and the chains among them, the kernels of the program that
             launches use (``program_kernels``: :func:`.chain.dispatch` kernels),
             source size, the seconds spent lowering, fusing, planning, rendering, building,
-            the arena size (its constants region included) and whether a :mod:`.prejit`
-            helper ran (``prejit``).
+            the arena size (its constants region included), and whether a :mod:`.prejit`
+            helper ran (``prejit``) and the seconds until every kernel was compiled
+            (``prejit_s``).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
@@ -353,9 +354,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.device.for_device`'s choice; ``prejit=False`` starts
-            no helper process compiling PoCL's work-group functions ahead of the first
-            iteration (:mod:`.prejit`; default on for a PoCL CPU device); ``prefetch`` is
+            tile) override :func:`.device.for_device`'s choice; ``prejit=False`` leaves
+            PoCL's work-group functions to the first iteration (default: compiled before
+            it, in this process and a helper, :mod:`.prejit`, on a PoCL CPU device with
+            several cores); ``prefetch`` is
             ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
@@ -416,6 +418,18 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                             + ([control.SET_KERNEL] if counters else []))
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
+    helper = None
+    if options.get("prejit", True) and chain.is_cpu(dev):
+        t = time.perf_counter()
+        switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
+        helper = prejit.start(dev, path, _first_launches(steps, launch_kernel, switch))
+        if helper is not None:
+            try:
+                helper.compile(ctx, dev, prg)
+            finally:
+                helper.stop()
+            stats["prejit_s"] = time.perf_counter() - t
+    stats["prejit"] = helper is not None
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(prg, launch_kernel[la])
@@ -427,11 +441,6 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         stats["kernel_flops"] = {la.name: sum(m.flops for m in by_launch[la][1])
                                  for la in launches}
     queue = cl.CommandQueue(ctx, dev, properties=props)
-    helper = None
-    if options.get("prejit", True) and chain.is_cpu(dev):
-        switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
-        helper = prejit.start(dev, path, _first_launches(steps, launch_kernel, switch))
-    stats["prejit"] = helper is not None
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
     outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                for nid, b in prog.outputs.items()}
@@ -442,7 +451,6 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)
-    exe.helper = helper
     exe.constants = (arena_bytes - constants.nbytes, constants)
     if report is not None:
         report.stats["opencl"] = stats

@@ -335,7 +335,6 @@ class Executable:
         self._written = written          # (byte offset, bytes) of the loop-written params
         self._buffers: list = []         # checkpoint buffers not in use
         self._set_words = set_words      # kernel writing the Philox iteration words
-        self.helper = None               # a .prejit.Helper compiling ahead of the first launches
         self.constants = (0, np.zeros(0, np.float32))   # (byte offset, values): lifted literals
         if set_words is not None:
             set_words.set_scalar_arg_dtypes([None, np.uint32, np.uint32])
@@ -391,7 +390,6 @@ class Executable:
             self._exec(self.steps)
             self._drain()
         finally:
-            self._stop_helper()
             with deferred_interrupts():     # the variables are read back whole
                 q.finish()
                 self._events, self._record, self._ckpts = [], None, []
@@ -421,12 +419,6 @@ class Executable:
             self._prof = None
         if flag[0]:                          # an index-checked kernel outside loops
             raise self._index_error(flag, ())
-
-    def _stop_helper(self) -> None:
-        """Every kernel has been launched once (compiled): end the :mod:`.prejit` helper."""
-        if self.helper is not None:
-            self.helper.stop()
-            self.helper = None
 
     def _exec(self, steps) -> None:
         import pyopencl as cl
@@ -508,7 +500,6 @@ class Executable:
                 if self._first is None and not replay:  # one sync: first iteration (JIT)
                     marks[-1].wait()
                     self._first = time.perf_counter() - self._t0
-                    self._stop_helper()
                     self._iter0 = (time.perf_counter(), stop - start - 1)
             if not replay:
                 self._drain()               # the loop's callbacks have all run
