@@ -340,9 +340,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             the launch steps and the chains among them, the kernels of the program that
             launches use (``program_kernels``: :func:`.chain.dispatch` kernels),
             source size, the seconds spent lowering, fusing, planning, rendering, building,
-            the arena size (its constants region included), and whether a :mod:`.prejit`
-            helper ran (``prejit``) and the seconds until every kernel was compiled
-            (``prejit_s``).
+            the arena size (its constants region included), the seconds spent compiling
+            the kernels before the first iteration (``prejit_s``), whether a
+            :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
+            compiled (``prejit_helper_kernels``).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
@@ -418,18 +419,14 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                             + ([control.SET_KERNEL] if counters else []))
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
-    helper = None
+    stats["prejit"] = False
     if options.get("prejit", True) and chain.is_cpu(dev):
         t = time.perf_counter()
         switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
-        helper = prejit.start(dev, path, _first_launches(steps, launch_kernel, switch))
-        if helper is not None:
-            try:
-                helper.compile(ctx, dev, prg)
-            finally:
-                helper.stop()
-            stats["prejit_s"] = time.perf_counter() - t
-    stats["prejit"] = helper is not None
+        first = _first_launches(steps, launch_kernel, switch)
+        stats["prejit"], mine = prejit.compile_all(ctx, dev, prg, path, first)
+        stats["prejit_s"] = time.perf_counter() - t
+        stats["prejit_helper_kernels"] = len(first) - mine
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(prg, launch_kernel[la])

@@ -9,11 +9,11 @@ that compiler under one lock per process (one global ``LLVMContext``: ``GLOBAL_L
 in its ``pocl_llvm_utils.cc``), so however many threads or contexts a process uses, it
 compiles its kernels one after the other on one core.
 
-:func:`start` runs a helper process (this file as a script: the standard library and
-pyopencl only) that builds the same program source on the same device -- a hit in PoCL's
-disk cache once the caller's own build has written it -- and compiles kernels from the
-*last* one launched towards the first, while the caller (:meth:`Helper.compile`) compiles
-from the first towards the last. A kernel is compiled by launching it as a no-op
+:func:`compile_all` compiles the kernels from the first one launched towards the last;
+at the first kernel not found in the cache it starts a helper process (:func:`start`:
+this file as a script, the standard library and pyopencl only) that builds the same
+program source on the same device -- a hit in PoCL's disk cache, the caller's build
+wrote it -- and compiles from the *last* kernel towards the first. A kernel is compiled by launching it as a no-op
 (``which = -1``: no case of a :func:`~.chain.dispatch` kernel's ``switch``) with its real
 global and local sizes, so that the specialisation is the one the real launch looks up;
 the work-group function lands in the shared disk cache (PoCL writes a temporary file and
@@ -30,10 +30,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 #: fewest kernels to compile for a helper to start: its own start (an interpreter,
 #: pyopencl, a build from the cache: 0.3-0.5 s) costs more than a few small kernels' JIT
 MIN_KERNELS = 4
+
+#: seconds a kernel's no-op launch may take before the caller starts a helper: a kernel
+#: found in PoCL's cache completes in a few milliseconds, a compile takes 50 ms or more
+PROBE_S = 0.03
 
 #: seconds the caller waits at most for the helper's last kernel (then it stops the
 #: helper; the first iteration compiles whatever is missing)
@@ -68,9 +73,10 @@ def claim(claims: str, i: int) -> bool:
         return False
 
 
-def launch_noop(ctx, queue, prg, buf, launch) -> None:
+def launch_noop(queue, prg, buf, launch):
     """Launch ``launch`` = ``(dispatch kernel name, global size, local size)`` of ``prg``
-    as a no-op and wait: PoCL compiles its work-group function if no cache holds it."""
+    as a no-op; returns its event. PoCL compiles the work-group function (if no cache
+    holds it) before the launch completes."""
     import numpy as np
     import pyopencl as cl
     name, gsize, lsize = launch
@@ -79,67 +85,79 @@ def launch_noop(ctx, queue, prg, buf, launch) -> None:
     k.set_arg(1, np.int32(-1))                  # no case of the switch: nothing runs
     for i in range(2, k.num_args):
         k.set_arg(i, np.int32(0))
-    cl.enqueue_nd_range_kernel(queue, k, tuple(gsize), tuple(lsize))
-    queue.finish()
+    return cl.enqueue_nd_range_kernel(queue, k, tuple(gsize), tuple(lsize))
+
+
+def _pending_after(ev, seconds: float) -> bool:
+    """Whether event ``ev`` is still not complete after ``seconds``."""
+    import pyopencl as cl
+    end = time.perf_counter() + seconds
+    while ev.command_execution_status != cl.command_execution_status.COMPLETE:
+        if time.perf_counter() > end:
+            return True
+        time.sleep(PROBE_S / 10)
+    return False
+
+
+def compile_all(ctx, device, prg, source_path: str, launches: list) -> tuple[bool, int]:
+    """Compile the work-group function of each of ``launches`` -- ``(kernel name, global
+    size, local size)`` of :func:`~.chain.dispatch` kernels of ``prg`` (built from
+    ``source_path``), in the order of their first launch -- before the first iteration.
+
+    This process claims and compiles them from the first on. When one is not done after
+    :data:`PROBE_S` (not in PoCL's cache: a compile), a helper process (:func:`start`)
+    begins from the last, and this process stops at the first kernel the helper has
+    claimed and waits for the helper to finish (at most :data:`WAIT_S`). A warm cache
+    starts no helper. Returns whether a helper ran and how many kernels (the first ones)
+    this process compiled; the helper compiled the others."""
+    import pyopencl as cl
+    helpful = len(launches) >= MIN_KERNELS and enabled(device)
+    queue = cl.CommandQueue(ctx, device)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    claims = tempfile.mkdtemp(prefix="autodiff-prejit-")
+    helper, mine = None, len(launches)
+    try:
+        for i, la in enumerate(launches):
+            if not claim(claims, i):            # the helper's from here on
+                mine = i
+                try:
+                    helper.proc.wait(timeout=WAIT_S)
+                except subprocess.TimeoutExpired:
+                    pass
+                break
+            ev = launch_noop(queue, prg, buf, la)
+            if helpful and helper is None and _pending_after(ev, PROBE_S):
+                helper = start(device, source_path, launches, claims)
+            ev.wait()
+    finally:
+        if helper is not None:
+            helper.stop()
+        shutil.rmtree(claims, ignore_errors=True)
+    return helper is not None, mine
 
 
 class Helper:
-    """A running helper process (:func:`start`) and the claims directory it shares with
-    the caller.
+    """A running helper process (:func:`start`)."""
 
-    Attributes:
-        mine: positions of the kernels the caller compiled (:meth:`compile`).
-    """
-
-    def __init__(self, proc: subprocess.Popen, claims: str, launches: list):
-        self.proc, self.claims, self.launches = proc, claims, launches
-        self.mine: list = []
-
-    def compile(self, ctx, device, prg) -> None:
-        """Compile the caller's share: claim and no-op-launch kernels from the first on
-        until one is the helper's, then wait for the helper to finish its own (at most
-        :data:`WAIT_S`)."""
-        import pyopencl as cl
-        queue = cl.CommandQueue(ctx, device)
-        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
-        for i, la in enumerate(self.launches):
-            if not claim(self.claims, i):
-                break
-            self.mine.append(i)
-            launch_noop(ctx, queue, prg, buf, la)
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=WAIT_S)
-            except subprocess.TimeoutExpired:
-                pass
-        self.stop()
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
 
     def stop(self) -> None:
-        """End the helper if it is still running (what it wrote stays in the cache) and
-        remove the claims."""
+        """End the helper if it is still running (what it wrote stays in the cache)."""
         p, self.proc = self.proc, None
         if p is not None:
             if p.poll() is None:
                 p.kill()
             p.wait()
-        if self.claims is not None:
-            shutil.rmtree(self.claims, ignore_errors=True)
-            self.claims = None
 
     def __del__(self):
         self.stop()
 
 
-def start(device, source_path: str, launches: list) -> Helper | None:
-    """Start a helper compiling ``launches`` -- ``(kernel name, global size, local size)``
-    of :func:`~.chain.dispatch` kernels in ``source_path``'s program, in the order of
-    their first launch -- from the last towards the first; the caller then compiles its
-    share with :meth:`Helper.compile`. Returns None when no helper runs (fewer than
-    :data:`MIN_KERNELS` kernels, not :func:`enabled`, or the process cannot start)."""
-    if len(launches) < MIN_KERNELS or not enabled(device):
-        return None
-    launches = [(n, tuple(g), tuple(loc)) for n, g, loc in launches]
-    claims = tempfile.mkdtemp(prefix="autodiff-prejit-")
+def start(device, source_path: str, launches: list, claims: str) -> Helper | None:
+    """Start a helper process compiling ``launches`` (as :func:`compile_all`) from the
+    last towards the first, each claimed first in directory ``claims``; it stops at the
+    first kernel claimed by the caller. Returns None if the process cannot start."""
     spec = {"device": label(device), "source": source_path, "claims": claims,
             "launches": [[n, list(g), list(loc)] for n, g, loc in launches]}
     try:
@@ -149,9 +167,8 @@ def start(device, source_path: str, launches: list) -> Helper | None:
         p.stdin.write(json.dumps(spec).encode())
         p.stdin.close()
     except OSError:
-        shutil.rmtree(claims, ignore_errors=True)
         return None
-    return Helper(p, claims, launches)
+    return Helper(p)
 
 
 def _main() -> None:
@@ -171,7 +188,7 @@ def _main() -> None:
     for i in reversed(range(len(launches))):
         if not claim(spec["claims"], i):
             break
-        launch_noop(ctx, q, prg, buf, launches[i])
+        launch_noop(q, prg, buf, launches[i]).wait()
 
 
 if __name__ == "__main__":
