@@ -172,8 +172,7 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         backend.require(**options)      # before the traced program is consumed
     exe, phase = None, "before"
     try:
-        tensors = [t for t in list(TRACER.outputs)
-                   if t._var is None and t._node is not None and t._scope is TRACER.root]
+        tensors = TRACER.live_outputs()
         graph = TRACER.finish()
         graph.outputs = [t._node for t in tensors]
         report = Report(device)
@@ -309,8 +308,7 @@ def print_graph(stage: str = "graph", sites: bool = False, file=None) -> None:
 def format_stage(stage: str = "graph", sites: bool = False) -> str:
     pending = TRACER.root.graph
     if pending.nodes:
-        graph = Graph(list(pending.nodes), [t._node for t in list(TRACER.outputs)
-                                            if t._var is None and t._scope is TRACER.root])
+        graph = Graph(list(pending.nodes), [t._node for t in TRACER.live_outputs()])
         if stage == "graph":
             return format_graph(graph, sites)
         if stage == "opt":

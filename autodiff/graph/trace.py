@@ -122,13 +122,21 @@ class Tracer:
         return node
 
     # -- programs -------------------------------------------------------------------
+    def live_outputs(self) -> list:
+        """The top-level tensors still referenced that hold a traced value, in trace order
+        (node id). A WeakSet iterates in memory order, which would make the program's
+        outputs, and so its generated source and every compile cache key, differ from run
+        to run."""
+        return sorted((t for t in list(self.outputs)
+                       if t._var is None and t._node is not None and t._scope is self.root),
+                      key=lambda t: t._node.id)
+
     def finish(self) -> Graph:
         """Take the traced program (outputs: top-level tensors still referenced) and reset."""
         if self.scope is not self.root:
             raise RuntimeError("execute() called inside ir_for(): finish the loop body first")
         graph = self.root.graph
-        graph.outputs = [t._node for t in list(self.outputs)
-                         if t._var is None and t._node is not None and t._scope is self.root]
+        graph.outputs = [t._node for t in self.live_outputs()]
         self.root = Scope(Graph())
         self.scope = self.root
         self.generation = next(_generations)

@@ -134,8 +134,7 @@ def test_control_flow_programs_compile_for_sm80_and_sm90(pool):
     """The programs of the control-flow and host-callback tests (loop indices, branches
     decided on the device and on the host, while loops, scans, checkpoints, CALLBACK):
     :func:`cuda_programs.control_programs`, run on the CUDA host loop by
-    test_cuda_control.py. Slow: 35 programs, about 80 s of NVRTC, and some of them
-    render in a different kernel order from run to run, which defeats the binary cache
+    test_cuda_control.py. Slow: 35 programs, about 80 s of NVRTC on a cold binary cache
     (test_cuda_control.py compiles a small program of each kind in the fast suite)."""
     graphs = cuda_programs.control_programs()
     assert len(graphs) >= 25

@@ -7,8 +7,8 @@ import importlib.util
 
 import pytest
 from backends import opencl_missing
-from dtype_device_cases import (check_division_by_zero, check_feeders, check_gradients,
-                                check_tables)
+from dtype_device_cases import (TABLES, check_division_by_zero, check_feeders,
+                                check_gradients, check_tables)
 
 
 def _devices() -> list:
@@ -24,8 +24,9 @@ def dev(request):
     return request.param
 
 
-def test_every_dtype_table(dev):
-    check_tables(dev)
+@pytest.mark.parametrize("table", list(TABLES))   # one program each: xdist spreads them
+def test_every_dtype_table(dev, table):
+    check_tables(dev, table)
 
 
 def test_integer_division_by_zero_gives_zero_without_trapping(dev):

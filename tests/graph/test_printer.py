@@ -136,3 +136,24 @@ def test_to_networkx_matches_graph():
     assert g.number_of_edges() == sum(len(set(s.id for s in n.srcs)) for n in graph.walk())
     assert max(d for _, d in g.nodes(data="depth")) == 2
     del keep
+
+
+def test_program_outputs_are_in_trace_order():
+    """The outputs of the traced program follow the order the tensors were traced in,
+    whatever their addresses (a WeakSet's order made generated sources, and so the PoCL
+    and NVRTC caches' keys, differ from run to run)."""
+    import gc
+    x = ad.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    junk = [object() for _ in range(997)]       # scatter the addresses of what follows
+    outs = []
+    for k in range(64):
+        outs.append(x * float(k + 1))
+        junk.append([object() for _ in range(k % 7)])
+    del junk
+    gc.collect()
+    want = [t._node.id for t in outs]
+    got = [t._node.id for t in TRACER.live_outputs()]
+    assert got == sorted(got) and set(want) <= set(got)
+    ad.execute()
+    for k, t in enumerate(outs):
+        np.testing.assert_allclose(t.numpy(), np.arange(6).reshape(2, 3) * (k + 1), rtol=0)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -163,9 +164,14 @@ class Staging:
 
     def take(self, shape: tuple, dtype) -> np.ndarray:
         """A free pinned array of ``shape`` and ``dtype`` (allocated if none is free)."""
-        if not int(np.prod(shape)):
+        key = (tuple(shape), dtype)
+        free = self._free.get(key)
+        if free:                               # the steady state: no numpy call at all
+            a = free.pop()
+            self._used[id(a)] = (key, a)
+            return a
+        if not math.prod(shape):
             return np.empty(shape, dtype)      # nothing to transfer (and no pinned map)
-        key = (tuple(shape), np.dtype(dtype).str)
         free = self._free[key]
         if not free:
             free.extend(self._pinned(shape, dtype, STAGING_SLAB))
