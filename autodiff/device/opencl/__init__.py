@@ -15,6 +15,7 @@ Arena layout: :mod:`autodiff.device.cstyle.arena`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 
 import numpy as np
@@ -28,7 +29,7 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored
-from . import callback, chain, control, render
+from . import callback, chain, control, prejit, render
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -49,6 +50,13 @@ def require(opencl_device: str | None = None, **options) -> None:
     select(opencl_device)
 
 
+#: a float literal of a rendered body (``1.0f``, ``0.05416538938879967f``, ``1e-05f``)
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)f(?!\w)")
+
+#: most int parameters a body may have after its literals are lifted (:meth:`_Kernels.lift`)
+MAX_PARAMS = 64
+
+
 class _Kernels:
     """The kernel bodies of a program being rendered, each distinct source once.
 
@@ -57,12 +65,45 @@ class _Kernels:
     launch sizes equal an earlier one's reuses that body and only brings its own arguments.
     An index-checked kernel's id in the error record is a literal of its body, so such
     kernels share a body only with themselves.
+
+    The float literals of a one-point kernel (scalar bookkeeping: a learning-rate
+    schedule, a clipping factor, a bias correction) are *lifted* (:meth:`lift`) into the
+    arena's constants region (:attr:`constants`, after the planned arena from float
+    offset ``base``), each occurrence its own slot read through an offset argument: these
+    are the constants a run's configuration changes (``--steps``, ``--lr``, the warm-up),
+    and with them out of the source a new configuration of the same model renders the same
+    program and hits PoCL's disk cache of compiled kernels. Constant folding buys nothing
+    in a kernel of one point; the larger kernels keep their literals.
     """
 
-    def __init__(self):
+    def __init__(self, base: int = 0):
         self.bodies: list = []          # distinct bodies, in first-use order
         self.canon: dict = {}           # (source up to the name, sizes) -> body
         self.count = 0
+        self.base = base                # float offset of the constants region
+        self.constants: list = []       # lifted literals, by slot
+
+    def lift(self, src: Source) -> Source:
+        """``src`` with each float literal of its body replaced by ``buf[p<n>_]``, a new
+        int parameter whose argument is the literal's slot in the constants region
+        (unchanged when that would exceed :data:`MAX_PARAMS` parameters)."""
+        head, brace, body = src.src.partition("{")
+        found = FLOAT_LITERAL.findall(body)
+        if not found or len(src.params) + len(found) > MAX_PARAMS:
+            return src
+        params, args = list(src.params), list(src.args)
+
+        def slot(m) -> str:
+            name = f"p{len(params)}_"
+            params.append(f"const int {name}")
+            args.append(self.base + len(self.constants))
+            self.constants.append(float(m.group(0)[:-1]))
+            return f"buf[{name}]"
+        body = FLOAT_LITERAL.sub(slot, body)
+        new = params[len(src.params):]
+        head = head.replace("const int g0", ", ".join(new + ["const int g0"]), 1)
+        return dataclasses.replace(src, src=head + brace + body, params=tuple(params),
+                                   args=tuple(args))
 
     def render(self, s, off, target, check=(1, None)) -> list:
         """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
@@ -70,8 +111,11 @@ class _Kernels:
         name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
         self.count += 1
         out = []
+        one_point = chain.work(s) <= chain.POINT_FLOPS
         for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check,
                                   args=True):
+            if one_point and not src.whole:
+                src = self.lift(src)
             key = (src.src.replace(src.name, "@"), src.global_size, src.local_size, src.whole)
             first = self.canon.get(key)
             if first is None:
@@ -214,6 +258,33 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
     return out, args, kernel
 
 
+#: PoCL's "small grid" limit: work-group functions are specialised for grids whose every
+#: dimension is narrower (``grid_width_specialization_limit``, ``USHRT_MAX`` on PoCL 3.1)
+LARGE_GRID = 65535
+
+
+def _first_launches(steps, launch_kernel: dict, switch: set) -> list:
+    """``(kernel name, global size, local size)`` of each dispatch kernel (named in
+    ``switch``) and specialisation (local size, a grid dimension of at least 65535 or
+    not), in the order of their first launch (loop bodies and both blocks of a branch in program
+    order): what :func:`.prejit.start` compiles from the end."""
+    from .runtime import _blocks
+    out, seen = [], set()
+
+    def visit(steps):
+        for s in steps:
+            if type(s) is Launch:
+                name = launch_kernel[s]
+                key = (name, tuple(s.local_size), max(s.global_size) >= LARGE_GRID)
+                if key not in seen and name in switch:
+                    seen.add(key)
+                    out.append((name, tuple(s.global_size), tuple(s.local_size)))
+            for blk in _blocks(s):
+                visit(blk)
+    visit(steps)
+    return out
+
+
 def _walk(stmts):
     for s in stmts:
         yield s, 0
@@ -269,7 +340,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             the launch steps and the chains among them, the kernels of the program that
             launches use (``program_kernels``: :func:`.chain.dispatch` kernels),
             source size, the seconds spent lowering, fusing, planning, rendering, building,
-            and the arena size.
+            the arena size (its constants region included), the seconds spent compiling
+            the kernels before the first iteration (``prejit_s``), whether a
+            :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
+            compiled (``prejit_helper_kernels``).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
@@ -281,7 +355,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             ``reductions`` is ``"row"`` (a work-item per row, default on a CPU device) or
             ``"tree"`` (a work-group per row, default on a GPU); ``vector`` (lanes per
             work-item of elementwise and reduction kernels) and ``tile`` (matmul register
-            tile) override :func:`.device.for_device`'s choice; ``prefetch`` is
+            tile) override :func:`.device.for_device`'s choice; ``prejit=False`` leaves
+            PoCL's work-group functions to the first iteration (default: compiled before
+            it, in this process and a helper, :mod:`.prejit`, on a PoCL CPU device with
+            several cores); ``prefetch`` is
             ``execute()``'s order contract (:mod:`autodiff.device.host`);
             others are ignored here.
 
@@ -306,7 +383,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = arena.layout(prog, planned, planned_bytes)
     t = time.perf_counter()
-    kernels_, by_launch = _Kernels(), {}
+    kernels_, by_launch = _Kernels(arena_bytes // 4), {}
     chain_work = options.get("chain_work", chain.default_work(dev))
     tgt = for_device(dev).with_options(reductions=options.get("reductions"),
                                               vector=options.get("vector"),
@@ -334,12 +411,22 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     if any(isinstance(x, CallbackRead) for x, _ in _walk(prog.body)):
         from .runtime import _blocks
         stats["callbacks"] = callback.trace(steps, _blocks)
+    constants = np.array(kernels_.constants, np.float32)
+    arena_bytes += constants.nbytes         # the constants region ends the arena
     check_arena(arena_bytes, dev)          # before anything is built or run
     t = time.perf_counter()
     prg, kern, path = build(ctx, dev, src, [philox.SET_KERNEL]
                             + ([control.SET_KERNEL] if counters else []))
     stats["build_s"] = time.perf_counter() - t
     stats["source_path"] = path
+    stats["prejit"] = False
+    if options.get("prejit", True) and chain.is_cpu(dev):
+        t = time.perf_counter()
+        switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
+        first = _first_launches(steps, launch_kernel, switch)
+        stats["prejit"], mine = prejit.compile_all(ctx, dev, prg, path, first)
+        stats["prejit_s"] = time.perf_counter() - t
+        stats["prejit_helper_kernels"] = len(first) - mine
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(prg, launch_kernel[la])
@@ -361,6 +448,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)
+    exe.constants = (arena_bytes - constants.nbytes, constants)
     if report is not None:
         report.stats["opencl"] = stats
     return exe

@@ -341,6 +341,7 @@ class Executable:
         self._written = written          # (byte offset, bytes) of the loop-written params
         self._buffers: list = []         # checkpoint buffers not in use
         self._set_words = set_words      # kernel writing the Philox iteration words
+        self.constants = (0, np.zeros(0, np.float32))   # (byte offset, values): lifted literals
         if set_words is not None:
             set_words.set_scalar_arg_dtypes([None, np.uint32, np.uint32])
         for lp in _loops(steps):
@@ -368,6 +369,9 @@ class Executable:
         self.progress = Progress()          # first: a stop before the loop names nothing
         q = self.queue
         t0 = time.perf_counter()
+        if self.constants[1].size:
+            cl.enqueue_copy(q, self.arena, self.constants[1], dst_offset=self.constants[0],
+                            is_blocking=False)
         for var, off in self.params:
             if var.value.size:
                 cl.enqueue_copy(q, self.arena, np.ascontiguousarray(store[var]),

@@ -1,0 +1,214 @@
+"""Cold start on the OpenCL device: the float literals of one-point kernels live in the
+arena (a run's configuration does not change the program source, so PoCL's disk cache
+hits), and a helper process compiles PoCL's work-group functions ahead of the first
+launches (:mod:`autodiff.device.opencl.prejit`) without changing any result."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+import autodiff as ad
+from autodiff.device.opencl import chain, device, prejit, render
+from autodiff.device.opencl.runtime import Launch, Loop
+from autodiff.optim import SGD
+from autodiff.optim.lr_scheduler import CosineAnnealingLR
+
+try:
+    device.candidates()
+except device.OpenCLUnavailable as e:
+    pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
+
+
+def _train(steps: int, dev: str = "opencl", **options):
+    """SGD with a cosine schedule over ``steps`` steps on a [16, 24] linear layer: the
+    schedule's constants (``steps`` among them) are one-point kernels' literals. Returns
+    (losses, final weight, OpenCL program source, OpenCL stats) (the last two None on
+    another device)."""
+    rng = np.random.default_rng(5)
+    w = ad.Tensor(rng.standard_normal((16, 24)).astype(np.float32) * 0.3, requires_grad=True)
+    xs = [rng.standard_normal((8, 16)).astype(np.float32) for _ in range(steps)]
+    opt = SGD([w], lr=0.05)
+    sched = CosineAnnealingLR(opt, T_max=steps, eta_min=0.01)
+    feed, losses = iter(xs), []
+
+    def step():
+        x = ad.Feeder(lambda: next(feed), [8, 16], name="x")
+        opt.zero_grad()
+        loss = ((x @ w).tanh() * 3.0 - 1.0).square().mean()
+        loss.backward()
+        opt.step()
+        sched.step()
+        ad.Receiver(lambda v: losses.append(float(v)), [loss], name="loss")
+    ad.ir_for(steps, step)
+    report = ad.execute(device=dev, **options)
+    if dev != "opencl":
+        return losses, w.numpy(), None, None
+    st = report.stats["opencl"]
+    with open(st["source_path"]) as f:
+        src = f.read()
+    return losses, w.numpy(), src, st
+
+
+def _bodies(src: str) -> dict:
+    """body name -> its source, from a program's source."""
+    parts = re.split(r"(?=^static inline void k\d+_\w+_body\()", src, flags=re.M)
+    return {re.match(r"static inline void (\w+)_body", p).group(1): p
+            for p in parts if p.startswith("static inline void k")}
+
+
+def test_a_changed_step_count_renders_the_same_program_and_the_same_numbers():
+    """10 and 12 steps: the schedule differs (its T_max), the program source does not;
+    each run matches the numpy device, and the one-point schedule kernel reads its
+    constants from the arena while the [8, 24] kernels keep their literals."""
+    l10, w10, s10, st = _train(10)
+    l12, w12, s12, _ = _train(12)
+    assert s10 == s12
+    assert st["arena_bytes"] % 4 == 0
+    r10, rw10, _, _ = _train(10, "numpy")
+    np.testing.assert_allclose(l10, r10, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(w10, rw10, rtol=2e-5, atol=1e-6)
+    assert len(l12) == 12 and not np.allclose(w10, w12)
+    bodies = _bodies(s10)
+    lifted = [b for b in bodies.values() if "if (i >= 1) return;" in b and "buf[p" in b]
+    assert lifted and not any(re.search(r"\d\.\d*f\b", b.split("{", 1)[1]) for b in lifted)
+    assert any("3.0f" in b for b in bodies.values())    # the tanh * 3.0 of [8, 24] points
+
+
+def test_lifting_gives_each_literal_of_a_body_its_own_slot():
+    from autodiff.device.cstyle.kernels import Source
+    from autodiff.device.opencl import _Kernels
+    ks = _Kernels(base=100)
+    src = Source("k1_elw", "static inline void k1_elw_body(__global float* restrict buf, "
+                 "const int p0_, const int g0, const int g1, const int g2) {\n"
+                 "  buf[p0_] = _ad_min(buf[p0_] * 0.5f, 2.0f) + 0.5f + 1e-05f;\n}",
+                 (1,), (1,), params=("const int p0_",), args=(7,))
+    out = ks.lift(src)
+    assert out.params == ("const int p0_", "const int p1_", "const int p2_",
+                          "const int p3_", "const int p4_")
+    assert out.args == (7, 100, 101, 102, 103)
+    assert ks.constants == [0.5, 2.0, 0.5, 1e-05]
+    assert "const int p4_, const int g0" in out.src and not re.search(r"\d\.\d*f", out.src)
+    assert "buf[p1_]" in out.src and "buf[p4_]" in out.src
+
+
+def _dispatch_program(n: int):
+    """A program of ``n`` dispatch kernels (one body each, local size 4, writing its index
+    plus 1 at float offset 64 + 4 * (its position) + the work-item)."""
+    from autodiff.device.cstyle.kernels import Source
+    bodies, kernels = [], []
+    for i in range(n):
+        b = Source(f"k{i}_elw", f"static inline void k{i}_elw_body(__global float* restrict "
+                   f"buf, const int p0_, const int g0, const int g1, const int g2) {{\n"
+                   f"  buf[p0_ + g0] = {i + 1}.0f + g0;\n}}", (4,), (4,),
+                   params=("const int p0_",), args=(64 + 4 * i,))
+        bodies.append(b)
+        kernels.append(chain.dispatch(f"d{i}_x1", [b]))
+    return render.program(bodies + kernels), kernels
+
+
+def _compiled(cache) -> dict:
+    """kernel name -> work-group functions (.so files) in a PoCL cache directory."""
+    out: dict = {}
+    for p in cache.rglob("*.so"):
+        out[p.parent.parent.name] = out.get(p.parent.parent.name, 0) + 1
+    return out
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """The helper's PoCL cache (its environment): an empty directory."""
+    _, dev = device.context()
+    if not prejit.enabled(dev):
+        pytest.skip("prejit needs PoCL on a CPU with more than one core")
+    cache = tmp_path / "pocl"
+    cache.mkdir()
+    monkeypatch.setenv("POCL_CACHE_DIR", str(cache))
+    return cache
+
+
+def test_the_helper_alone_compiles_every_kernel_from_the_last(tmp_path, fresh_cache):
+    """With no kernel claimed by the caller, the helper claims and compiles every kernel,
+    the last first; each lands in the fresh cache."""
+    _, dev = device.context()
+    src, kernels = _dispatch_program(4)
+    path = tmp_path / "p.cl"
+    path.write_text(src)
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    helper = prejit.start(dev, str(path), [(k.name, (8,), (4,)) for k in kernels], str(claims))
+    assert helper.proc.wait(timeout=120) == 0
+    helper.stop()
+    assert sorted(os.listdir(claims)) == [str(i) for i in range(len(kernels))]
+    assert _compiled(fresh_cache) == {k.name: 1 for k in kernels}
+
+
+def test_caller_and_helper_split_the_kernels_and_the_program_runs(tmp_path, monkeypatch):
+    """A program of 24 kernels no cache holds (a fresh nonce in its source): the caller
+    compiles the first ones, a helper (sharing the caller's PoCL cache; started at the
+    first kernel, as for a slow compile) the others, and every kernel then computes what
+    it should."""
+    monkeypatch.setattr(prejit, "_pending_after", lambda ev, seconds: True)
+    import uuid
+    import pyopencl as cl
+    ctx, dev = device.context()
+    if not prejit.enabled(dev):
+        pytest.skip("prejit needs PoCL on a CPU with more than one core")
+    src, kernels = _dispatch_program(24)
+    src = f"// {uuid.uuid4()}\n" + src
+    path = tmp_path / "p.cl"
+    path.write_text(src)
+    prg = cl.Program(ctx, src).build(devices=[dev])
+    launches = [(k.name, (8,), (4,)) for k in kernels]
+    helper, mine = prejit.compile_all(ctx, dev, prg, str(path), launches)
+    assert helper and 1 <= mine <= len(kernels)
+    q = cl.CommandQueue(ctx, dev)
+    arena = np.zeros(64 + 4 * len(kernels), np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=arena)
+    for i, k in enumerate(kernels):
+        kern = cl.Kernel(prg, k.name)
+        kern.set_args(buf, np.int32(0), np.int32(64 + 4 * i))
+        cl.enqueue_nd_range_kernel(q, kern, (4,), (4,))
+    cl.enqueue_copy(q, arena, buf, is_blocking=True)
+    np.testing.assert_array_equal(arena[64:].reshape(-1, 4),
+                                  np.arange(1, len(kernels) + 1)[:, None] + np.arange(4))
+
+
+def test_results_are_the_same_with_and_without_the_helper(monkeypatch):
+    """The same model with ``prejit`` on (a helper for its few kernels too, cached or
+    not) and off: bit-identical losses and weights, the same program."""
+    monkeypatch.setattr(prejit, "MIN_KERNELS", 1)
+    monkeypatch.setattr(prejit, "_pending_after", lambda ev, seconds: True)
+    l0, w0, s0, st0 = _train(6, prejit=False, chain_work=0)
+    l1, w1, s1, st1 = _train(6, chain_work=0)
+    assert s0 == s1 and st0["prejit"] is False
+    assert st1["prejit"] is prejit.enabled(device.select())
+    np.testing.assert_array_equal(l1, l0)
+    np.testing.assert_array_equal(w1, w0)
+
+
+def test_first_launches_lists_each_dispatch_kernel_once_in_launch_order(opencl_executables):
+    """What the helper is given: every dispatch kernel of the program, once per local
+    size, in the order the host first launches it."""
+    from autodiff.device.opencl import _first_launches
+    _train(3, chain_work=0)
+    exe = opencl_executables[-1]
+    names = {}
+    order = []
+
+    def visit(steps):
+        for s in steps:
+            if type(s) is Launch:
+                names[s] = s.kernel.function_name
+                order.append(s)
+            elif type(s) is Loop:
+                visit(s.body)
+    visit(exe.steps)
+    got = _first_launches(exe.steps, names, set(names.values()))
+    want = []
+    for s in order:
+        key = (names[s], tuple(s.global_size), tuple(s.local_size))
+        if (key[0], key[2]) not in [(w[0], w[2]) for w in want]:
+            want.append(key)
+    assert [(g[0], g[2]) for g in got] == [(w[0], w[2]) for w in want]
+    assert len(got) >= 2 and os.path.exists(exe.stats["source_path"])
