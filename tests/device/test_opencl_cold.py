@@ -212,3 +212,15 @@ def test_first_launches_lists_each_dispatch_kernel_once_in_launch_order(opencl_e
             want.append(key)
     assert [(g[0], g[2]) for g in got] == [(w[0], w[2]) for w in want]
     assert len(got) >= 2 and os.path.exists(exe.stats["source_path"])
+
+
+def test_no_helper_for_a_process_pinned_to_one_core(monkeypatch):
+    """A helper inherits its parent's affinity: pinned to one core (the one-thread bench),
+    it would only compete with the caller, so none starts."""
+    _, dev = device.context()
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert prejit.usable_cores() == 1 and not prejit.enabled(dev)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert prejit.usable_cores() == 2

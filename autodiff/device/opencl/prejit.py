@@ -47,7 +47,8 @@ WAIT_S = 300.0
 
 def enabled(device) -> bool:
     """Whether a helper can help on ``device``: a PoCL CPU device with the disk cache on
-    (``POCL_KERNEL_CACHE`` not ``0``), on a machine with more than one core."""
+    (``POCL_KERNEL_CACHE`` not ``0``), with more than one core to run on
+    (:func:`usable_cores`)."""
     import pyopencl as cl
     if not device.type & cl.device_type.CPU:
         return False
@@ -55,7 +56,16 @@ def enabled(device) -> bool:
         return False
     if os.environ.get("POCL_KERNEL_CACHE", "1") == "0":
         return False
-    return (os.cpu_count() or 1) > 1
+    return usable_cores() > 1
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity: a process pinned to one core, as the
+    one-thread benchmark pins each system, gains nothing from a helper, which inherits it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:              # no affinity call on this platform
+        return os.cpu_count() or 1
 
 
 def label(device) -> str:
