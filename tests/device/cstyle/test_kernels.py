@@ -190,7 +190,8 @@ def test_elementwise_template():
     np.testing.assert_allclose(out[oo:oo + 1000], np.tanh(x) * 3, rtol=2e-6, atol=1e-7)
 
 
-PANEL_CASES = [(R, Kd, rows, layout) for R, Kd in [(13, 20), (32, 32), (7, 45)]
+PANEL_CASES = [(R, Kd, rows, layout) for R, Kd in [(13, 20), (32, 32), (7, 45), (37, 18),
+                                                   (21, 35)]
                for rows in (6, 16) for layout in ("row", "col", "strided")]
 
 
