@@ -254,6 +254,40 @@ def test_unknown_reduction_form_is_rejected_before_running():
     assert y._node is not None
 
 
+def test_head_merge_views_are_packed_into_panels_by_rows(monkeypatch):
+    """Operands that are head-merge views (``[B, H, T, 16] -> [B*T, H*16]``, contiguous
+    along K within aligned chunks of 16) are packed by the panel template a row at a time
+    (A into 6-row panels, B = view^T into 16-column panels), with rows and columns that
+    are not multiples of the tile, and give the numpy device's values."""
+    from autodiff.device.opencl import codegen
+    monkeypatch.setattr(codegen, "PANEL_MIN_FLOPS", 0)
+
+    def run(dev):
+        ad.reset()
+        rng = np.random.default_rng(7)
+        q = ad.Tensor(rng.standard_normal((2, 3, 11, 16)), requires_grad=True)
+        k = ad.Tensor(rng.standard_normal((2, 3, 7, 16)), requires_grad=True)
+        w = ad.Tensor(rng.standard_normal((48, 37)) * 0.2, requires_grad=True)
+        a = q.permute(0, 2, 1, 3).reshape(22, 48)          # A: [22, 48] head merge
+        b = k.permute(0, 2, 1, 3).reshape(14, 48)          # B = b^T: [48, 14]
+        y = a @ w                                          # [22, 37]
+        z = a @ b.T                                        # [22, 14]
+        loss = (y * y).sum() + (z * z).sum()
+        loss.backward()
+        ad.execute(device=dev)
+        return [t.numpy() for t in (y, z, q.grad, k.grad, w.grad)]
+
+    ref, got = run("numpy"), run("opencl")
+    src = str(ad.runtime.TRACER.last.stages["opencl"])
+    packs = [b for b in src.split("static inline void ")[1:]
+             if b.split("(")[0].endswith(("_pa_body", "_pb_body"))]
+    assert any("k0 = (g_ / " in b and "vload16(0, buf + (((" in b for b in packs)
+    assert any("k0 = (g_ / " in b and "vload4(0, s0 + kk)" in b for b in packs)
+    for i, (r, g) in enumerate(zip(ref, got)):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * max(1, np.abs(r).max()),
+                                   err_msg=f"value {i}")
+
+
 @pytest.mark.parametrize("tile", [(6, 8, 2), (8, 16, 1)])
 def test_matmuls_from_panels_match_numpy(monkeypatch, tile):
     """Operands packed into register-tile panels (forward ``x @ W.T``, input and weight

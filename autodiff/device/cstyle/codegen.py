@@ -671,6 +671,9 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
         st = ref.strides[-2:]
         view = K.Ref(ref.offset, (st[1], st[0]) if is_b else st)
         return K.pack_panels(name, R_, Kd, view, rows, dst, d)
+    at_row = _chunked_view(value, rv, kv, Kd, offsets)
+    if at_row is not None:
+        return K.pack_panels(name, R_, Kd, at_row, rows, dst, d)
     from ...fusion.group import subst_value
     T, I, Kq = Var("T", K._cdiv(R_, rows)), Var("I", rows), Var("Kq", Kd)
     r = T * rows + I
@@ -684,6 +687,20 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
     idx = ax.flat([T, Kq, I], (T.extent, Kd, rows))
     k = Elementwise(tuple(x.extent for x in vars_), vars_, (Output(out, idx, v),))
     return elementwise(name, k, _with(offsets, out.name, dst), d, width)
+
+
+def _chunked_view(value, rv: Var, kv: Var, Kd: int, offsets):
+    """For an operand that is a float32 view running contiguously along ``kv`` within
+    aligned chunks of 16 (a head merge ``[.., H, 32] -> [.., H*32]``), the hook giving the
+    arena index of its element ``(r, k0)`` for :func:`.kernels.pack_panels`; else None."""
+    if not isinstance(value, Load) or value.buffer.dtype != "float32" or Kd % 16:
+        return None
+    if Values({}, {}, align=16).stride(value.index, kv) != 1:
+        return None
+    r_ = Var("PROW_", rv.extent)
+    e = R.access(Values(offsets, {rv: r_, kv: Var("k0", Kd)}).index(value.buffer,
+                                                                    value.index))
+    return lambda r: e.replace("PROW_", f"({r})")
 
 
 def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):

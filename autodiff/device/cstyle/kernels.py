@@ -287,8 +287,8 @@ def panel_rows(tile, M: int) -> int:
     return min(tile[0], M)
 
 
-def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
-                d: Dialect) -> Source:
+def pack_panels(name: str, R: int, K: int, x: Ref | Callable[[str], str], rows: int,
+                dst: int, d: Dialect) -> Source:
     """Copy a matmul operand into panels ``[ceil(R / rows)][K][rows]`` at ``dst``.
 
     ``x`` holds the operand as ``R`` x ``K`` (strides: along R, along K): A's rows with
@@ -300,10 +300,19 @@ def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
     blocks in registers for B = W^T; element by element when neither); rows past ``R``
     read the floats after the operand's last row or are clamped to it: they feed tile rows
     or columns that are never stored. Nothing past ``K`` is written.
+
+    ``x`` may also be a hook ``fn(r) -> C int expression``: the arena index of element
+    ``(r, k0)`` (``r`` a C int expression, ``k0`` the C int of the K chunk, a multiple of
+    16) of a view that runs contiguously along K within each aligned chunk of 16 (a head
+    merge); ``K`` must then be a multiple of 16.
     """
-    sr, sk = x.strides
+    if callable(x):
+        at_row, sr, sk = x, None, 1
+    else:
+        sr, sk = x.strides
+        at_row = lambda r: f"{x.offset} + ({r})*{sr} + k0"
     nt, nk = _cdiv(R, rows), _cdiv(K, 16)
-    X = f"(buf + {x.offset})"
+    X = f"(buf + {x.offset})" if sr is not None else None
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int g_ = {d.index('global', 0)};", f"  if (g_ >= {nt * nk}) return;",
          f"  const int t = g_ % {nt}, k0 = (g_ / {nt}) * 16;",
@@ -326,7 +335,7 @@ def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
         # into panels: 20 us against 25 us storing lane by lane, 45 us gathering a panel
         # row per k from scalar loads; PoCL 3.1, one thread)
         s_ = [f"s{j:x}" for j in range(16)]
-        L += [f"  {d.pointer(const=True)} {s_[j]} = {X} + min(t*16+{j}, {R - 1})*{sr} + k0;"
+        L += [f"  {d.pointer(const=True)} {s_[j]} = buf + {at_row(f'min(t*16+{j}, {R - 1})')};"
               for j in range(16)]
         L += ["  int kk = 0;", "  for (; kk + 4 <= kn; kk += 4) {"]
         L += [f"    const float4 r{j:x} = vload4(0, {s_[j]} + kk);" for j in range(16)]
@@ -337,7 +346,7 @@ def pack_panels(name: str, R: int, K: int, x: Ref, rows: int, dst: int,
     elif sk == 1:                         # contiguous along K: 16 k per row load
         lanes = "0123456789abcdef"
         L += [f"  for (int i = 0; i < {rows}; i++) {{",
-              f"    const float16 r = vload16(0, {X} + min(t*{rows}+i, {R - 1})*{sr} + k0);"]
+              f"    const float16 r = vload16(0, buf + {at_row(f'min(t*{rows}+i, {R - 1})')});"]
         L += [f"    {'' if kk == 0 else f'if ({kk} < kn) '}P[{kk * rows} + i] = r.s{lanes[kk]};"
               for kk in range(16)]
         L.append("  }")
