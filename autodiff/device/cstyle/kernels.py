@@ -296,8 +296,8 @@ def pack_panels(name: str, R: int, K: int, x: Ref | Callable[[str], str], rows: 
     One work-item per panel and chunk of 16 along K, neighbouring work-items on
     neighbouring panels (the source lines they share stay in L1: 1.4-1.5x faster than
     walking K first for A^T [512, 1024] into 6-row panels, PoCL 3.1, one thread), reading
-    the operand in vectors along whichever axis it is contiguous (transposing 16 x 4
-    blocks in registers for B = W^T; element by element when neither); rows past ``R``
+    the operand in vectors along whichever axis it is contiguous (element by element when
+    neither); rows past ``R``
     read the floats after the operand's last row or are clamped to it: they feed tile rows
     or columns that are never stored. Nothing past ``K`` is written.
 
@@ -330,20 +330,10 @@ def pack_panels(name: str, R: int, K: int, x: Ref | Callable[[str], str], rows: 
                          if w > 1 else f"    P[kk*{rows} + {at}] = src[{at}];")
                 at += w
         L.append("  }")
-    elif sk == 1 and rows == 16:          # contiguous along K (B = W^T): 16 x 4 transposes
-        # the 16 rows' next 4 k as float4, stored as 4 panel rows of float16 (W [512, 128]
-        # into panels: 20 us against 25 us storing lane by lane, 45 us gathering a panel
-        # row per k from scalar loads; PoCL 3.1, one thread)
-        s_ = [f"s{j:x}" for j in range(16)]
-        L += [f"  {d.pointer(const=True)} {s_[j]} = buf + {at_row(f'min(t*16+{j}, {R - 1})')};"
-              for j in range(16)]
-        L += ["  int kk = 0;", "  for (; kk + 4 <= kn; kk += 4) {"]
-        L += [f"    const float4 r{j:x} = vload4(0, {s_[j]} + kk);" for j in range(16)]
-        L += [f"    vstore16((float16)({', '.join(f'r{i:x}.s{j}' for i in range(16))}), 0, "
-              f"P + (kk+{j})*16);" for j in range(4)]
-        L += ["  }", "  for (; kk < kn; kk++)",
-              f"    vstore16((float16)({', '.join(f'{x}[kk]' for x in s_)}), 0, P + kk*16);"]
     elif sk == 1:                         # contiguous along K: 16 k per row load
+        # lane by lane stores: as fast as 16 x 4 register transposes stored as float16
+        # panel rows (25 us for W [512, 128]; a scalar gather per panel row: 45 us), and
+        # 250 ms less JIT per kernel (PoCL 3.1, one thread)
         lanes = "0123456789abcdef"
         L += [f"  for (int i = 0; i < {rows}; i++) {{",
               f"    const float16 r = vload16(0, buf + {at_row(f'min(t*{rows}+i, {R - 1})')});"]
