@@ -257,21 +257,22 @@ def test_unknown_reduction_form_is_rejected_before_running():
 def test_head_merge_views_are_packed_into_panels_by_rows(monkeypatch):
     """Operands that are head-merge views (``[B, H, T, 16] -> [B*T, H*16]``, contiguous
     along K within aligned chunks of 16) are packed by the panel template a row at a time
-    (A into 6-row panels, B = view^T into 16-column panels), with rows and columns that
-    are not multiples of the tile, and give the numpy device's values."""
+    (A into 6-row panels, B = view^T into 16-column panels); the weight gradient's A (the
+    view transposed: stride 16 along K) from row pointers; rows and columns that are not
+    multiples of the tile; all give the numpy device's values."""
     from autodiff.device.opencl import codegen
     monkeypatch.setattr(codegen, "PANEL_MIN_FLOPS", 0)
 
     def run(dev):
         ad.reset()
         rng = np.random.default_rng(7)
-        q = ad.Tensor(rng.standard_normal((2, 3, 11, 16)), requires_grad=True)
+        q = ad.Tensor(rng.standard_normal((2, 3, 16, 16)), requires_grad=True)
         k = ad.Tensor(rng.standard_normal((2, 3, 7, 16)), requires_grad=True)
         w = ad.Tensor(rng.standard_normal((48, 37)) * 0.2, requires_grad=True)
-        a = q.permute(0, 2, 1, 3).reshape(22, 48)          # A: [22, 48] head merge
+        a = q.permute(0, 2, 1, 3).reshape(32, 48)          # A: [32, 48] head merge
         b = k.permute(0, 2, 1, 3).reshape(14, 48)          # B = b^T: [48, 14]
-        y = a @ w                                          # [22, 37]
-        z = a @ b.T                                        # [22, 14]
+        y = a @ w                                          # [32, 37]; dW = a^T @ dy
+        z = a @ b.T                                        # [32, 14]
         loss = (y * y).sum() + (z * z).sum()
         loss.backward()
         ad.execute(device=dev)
@@ -283,6 +284,7 @@ def test_head_merge_views_are_packed_into_panels_by_rows(monkeypatch):
              if b.split("(")[0].endswith(("_pa_body", "_pb_body"))]
     rowwise = [b for b in packs if "k0 = (g_ / " in b and "vload16(0, buf + (((" in b]
     assert {b.split("(")[0][-8:] for b in rowwise} == {"_pa_body", "_pb_body"}
+    assert any("k0 = (g_ / " in b and "s0_[kk*16]" in b for b in packs)
     for i, (r, g) in enumerate(zip(ref, got)):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * max(1, np.abs(r).max()),
                                    err_msg=f"value {i}")

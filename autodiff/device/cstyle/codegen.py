@@ -671,9 +671,9 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
         st = ref.strides[-2:]
         view = K.Ref(ref.offset, (st[1], st[0]) if is_b else st)
         return K.pack_panels(name, R_, Kd, view, rows, dst, d)
-    at_row = _chunked_view(value, rv, kv, Kd, offsets)
-    if at_row is not None:
-        return K.pack_panels(name, R_, Kd, at_row, rows, dst, d)
+    view = _chunked_view(value, rv, kv, Kd, offsets)
+    if view is not None:
+        return K.pack_panels(name, R_, Kd, view, rows, dst, d)
     from ...fusion.group import subst_value
     T, I, Kq = Var("T", K._cdiv(R_, rows)), Var("I", rows), Var("Kq", Kd)
     r = T * rows + I
@@ -690,17 +690,24 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
 
 
 def _chunked_view(value, rv: Var, kv: Var, Kd: int, offsets):
-    """For an operand that is a float32 view running contiguously along ``kv`` within
-    aligned chunks of 16 (a head merge ``[.., H, 32] -> [.., H*32]``), the hook giving the
-    arena index of its element ``(r, k0)`` for :func:`.kernels.pack_panels`; else None."""
+    """For an operand that is a float32 view moving by a constant stride along ``kv``
+    within each aligned chunk of 16 (head merges ``[.., H, 32] -> [.., H*32]``, and their
+    transposes), ``(hook, stride)`` for :func:`.kernels.pack_panels`: the hook gives the
+    arena index of element ``(r, k0)``. None for any other operand."""
     if not isinstance(value, Load) or value.buffer.dtype != "float32" or Kd % 16:
         return None
-    if Values({}, {}, align=16).stride(value.index, kv) != 1:
+    q = Var("Kq_", Kd // 16)
+    at = lambda j: ax.substitute(value.index, {kv: q * 16 + j})
+    diffs = [ax.simplify(at(j) - at(0)) for j in (1, 15)]
+    if not all(isinstance(x, Num) for x in diffs) or diffs[1].value != 15 * diffs[0].value:
+        return None
+    step = diffs[0].value
+    if any(ax.simplify(at(j) - at(0)) != Num(j * step) for j in range(2, 15)):
         return None
     r_ = Var("PROW_", rv.extent)
     e = R.access(Values(offsets, {rv: r_, kv: Var("k0", Kd)}).index(value.buffer,
                                                                     value.index))
-    return lambda r: e.replace("PROW_", f"({r})")
+    return (lambda r: e.replace("PROW_", f"({r})")), step
 
 
 def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):

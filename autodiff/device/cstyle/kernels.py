@@ -287,8 +287,8 @@ def panel_rows(tile, M: int) -> int:
     return min(tile[0], M)
 
 
-def pack_panels(name: str, R: int, K: int, x: Ref | Callable[[str], str], rows: int,
-                dst: int, d: Dialect) -> Source:
+def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], int],
+                rows: int, dst: int, d: Dialect) -> Source:
     """Copy a matmul operand into panels ``[ceil(R / rows)][K][rows]`` at ``dst``.
 
     ``x`` holds the operand as ``R`` x ``K`` (strides: along R, along K): A's rows with
@@ -301,13 +301,15 @@ def pack_panels(name: str, R: int, K: int, x: Ref | Callable[[str], str], rows: 
     read the floats after the operand's last row or are clamped to it: they feed tile rows
     or columns that are never stored. Nothing past ``K`` is written.
 
-    ``x`` may also be a hook ``fn(r) -> C int expression``: the arena index of element
-    ``(r, k0)`` (``r`` a C int expression, ``k0`` the C int of the K chunk, a multiple of
-    16) of a view that runs contiguously along K within each aligned chunk of 16 (a head
-    merge); ``K`` must then be a multiple of 16.
+    ``x`` may also be a view ``(fn, step)``: ``fn(r) -> C int expression`` the arena index
+    of element ``(r, k0)`` (``r`` a C int expression, ``k0`` the C int of the K chunk, a
+    multiple of 16), and element ``(r, k0 + kk)`` ``step * kk`` floats further for ``kk <
+    16`` (head merges and their transposes); ``K`` must then be a multiple of 16. Each
+    work-item then gathers its panel rows from ``rows`` row pointers.
     """
-    if callable(x):
-        at_row, sr, sk = x, None, 1
+    if not isinstance(x, Ref):
+        at_row, sk = x
+        sr = None
     else:
         sr, sk = x.strides
         at_row = lambda r: f"{x.offset} + ({r})*{sr} + k0"
@@ -328,6 +330,18 @@ def pack_panels(name: str, R: int, K: int, x: Ref | Callable[[str], str], rows: 
             while rows - at >= w:
                 L.append(f"    vstore{w}(vload{w}(0, src + {at}), 0, P + kk*{rows} + {at});"
                          if w > 1 else f"    P[kk*{rows} + {at}] = src[{at}];")
+                at += w
+        L.append("  }")
+    elif sr is None and sk != 1:          # a view: a panel row per k from row pointers
+        L += [f"  {d.pointer(const=True)} s{j}_ = buf + {at_row(f'min(t*{rows}+{j}, {R - 1})')};"
+              for j in range(rows)]
+        L.append("  for (int kk = 0; kk < kn; kk++) {")
+        at = 0
+        for w in (16, 8, 4, 2, 1):
+            while rows - at >= w:
+                el = [f"s{at + j}_[kk*{sk}]" for j in range(w)]
+                L.append(f"    vstore{w}(({vtype(w)})({', '.join(el)}), 0, P + kk*{rows} + {at});"
+                         if w > 1 else f"    P[kk*{rows} + {at}] = {el[0]};")
                 at += w
         L.append("  }")
     elif sk == 1:                         # contiguous along K: 16 k per row load
