@@ -1,0 +1,275 @@
+"""Remat: fused kernels store a minimal set of values; their consumers recompute the rest.
+
+After the other fusions, a group often stores several elementwise functions of one value:
+the FF1 matmul of a transformer with exact GELU stores ``0.5 * h``, ``1 + erf(h / sqrt 2)``
+and ``c * exp(-(h / sqrt 2) ** 2)`` for the backward besides its output; a weight-gradient
+kernel stores the gradient ``g`` and also ``g * g`` for AdamW's second moment. Each such
+array is written once and loaded again by a later kernel. This pass chooses, per fused
+kernel, the cheapest set of its registers to store such that every value a later kernel
+reads is either stored or an elementwise function of stored values (and of buffers the
+kernel loads), and rewrites those readers to recompute the dropped values at their own
+index.
+
+The choice is the minimum cut of the min-cut recomputation partitioner of PyTorch's
+AOTAutograd (``min_cut_rematerialization_partition``; H. He, "Min-cut optimal(*)
+recomputation (i.e. activation checkpointing) with AOTAutograd", 2022), solved with
+networkx's max-flow over the group's registers (the ``outs`` of its single-kernel form):
+
+* every register ``r`` is an edge ``r_in -> r_out`` whose capacity is its cost when stored,
+  ``nbytes(r) * (1 + its loads by later kernels)`` (the store and the reloads);
+* ``s_out -> r_in`` (infinite) when ``r``'s value reads register ``s``;
+* ``source -> r_in`` (infinite) when ``r`` cannot be recomputed elsewhere: its value holds
+  the accumulator of the kernel's dot product or reduction, or a random draw. A register
+  that must stay stored anyway (read by a dot product's operand, by a later loop iteration,
+  after the list, in place, or not a temporary) is also a source, of capacity 0 (free);
+* ``r_out -> sink`` (infinite) for every other stored register (a *flexible* one):
+  its readers need it, stored or recomputed.
+
+The cut closest to the sink is taken (the least recomputation among equal cuts). Registers
+on the cut are stored; a flexible register beyond it is recomputed by each reader from the
+stored ones, at the reader's index (the readers' accesses are mapped back to the kernel's
+iteration space through the register's own output index).
+
+Cost model (the rule): bytes saved are the cut's drop in capacity; the price is the ops a
+reader recomputes per element, with transcendentals (``exp``, ``erf``, ``tanh``...)
+counting :data:`TRANSCENDENTAL` ops. A flexible register whose recomputation costs more than
+:data:`MAX_RECOMPUTE` ops per element stays stored (and the cut is taken again), and a
+kernel's plan is applied only when it stores fewer bytes than before. Nothing containing a
+reduction or a dot product is ever recomputed (their accumulators are sources), a register
+is recomputed only inside readers' epilogues and reduction sources (never in a dot
+product's operands, which would recompute it ``K`` times), and only when no statement
+between the kernel and the reader writes a buffer the recomputation loads.
+
+Running op by op (``FusedKernel.members``) is unchanged: the members still compute and
+store every value.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from ..graph.ir import Op
+from ..procedural.ir import (Acc, Apply, BufferKind, DotProduct, Elementwise, FusedKernel,
+                             Load, Local, Output, Rand, Reduce, Select, Value, walk_values)
+from .group import at_p, invert, subst_index, subst_value
+
+NAME = "Remat"
+#: ops per element that a reader may recompute for one dropped register
+MAX_RECOMPUTE = 40
+#: the cost of one transcendental (or division, root, power) in ops
+TRANSCENDENTAL = 8
+_EXPENSIVE = frozenset({Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
+                        Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ATAN, Op.LOG1P,
+                        Op.EXPM1, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV})
+_INF = float("inf")
+
+
+def op_cost(v: Value) -> int:
+    """Ops to evaluate ``v`` once per element (loads and constants are free)."""
+    return sum(TRANSCENDENTAL if x.op in _EXPENSIVE else 1
+               for x in walk_values(v) if type(x) is Apply)
+
+
+def remat(stmts: list) -> list:
+    """One statement list (not its ``For`` bodies) with stored epilogue values recomputed by
+    their readers where that stores fewer bytes (see the module docstring)."""
+    stmts = list(stmts)
+    readers: dict[int, list] = {}
+    writers: dict[int, list] = {}
+    for i, s in enumerate(stmts):
+        for b in s.reads():
+            readers.setdefault(id(b), []).append(i)
+        for b in s.writes():
+            writers.setdefault(id(b), []).append(i)
+    for i in range(len(stmts)):
+        k = stmts[i]
+        if not isinstance(k, FusedKernel) or \
+                not isinstance(k.kernel, (DotProduct, Reduce, Elementwise)):
+            continue
+        plan = _plan(stmts, i, readers, writers)
+        if plan is None:
+            continue
+        new_k, rewrites = plan
+        stmts[i] = new_k
+        for j, r in rewrites.items():
+            for b in r.reads():
+                if j not in readers.setdefault(id(b), []):
+                    readers[id(b)].append(j)
+            stmts[j] = r
+    return stmts
+
+
+def _plan(stmts, i, readers, writers):
+    """``(new kernel i, {reader rank: rewritten reader})`` or None (nothing to gain)."""
+    fk = stmts[i]
+    kern = fk.kernel
+    outs = {}
+    for o in kern.outs:
+        if id(o.buffer) in outs:
+            return None
+        outs[id(o.buffer)] = o
+    internal = {id(b) for b in fk.internal}
+    space = kern.vars if not isinstance(kern, Reduce) else kern.kept
+    deps = {b: [id(x.buffer) for x in walk_values(o.value) if type(x) is Local]
+            for b, o in outs.items()}
+    fixed = {b for b, o in outs.items()
+             if any(type(x) in (Acc, Rand) for x in walk_values(o.value))}
+    mem = {b: {id(x.buffer) for x in walk_values(o.value) if type(x) is Load}
+           for b, o in outs.items()}
+
+    def mem_closure(b, seen):              # buffers loaded to compute register b
+        if b in seen:
+            return set()
+        seen.add(b)
+        got = set(mem[b])
+        for d in deps[b]:
+            if d in outs:
+                got |= mem_closure(d, seen)
+        return got
+
+    flexible, loads_of = {}, {}
+    for b, o in outs.items():
+        if b in internal:
+            continue
+        rs = readers.get(b, [])
+        loads_of[b] = len(rs)
+        if _flexible(o, i, rs, stmts, writers, space, mem_closure(b, set()), outs):
+            flexible[b] = rs
+    if not flexible:
+        return None
+    stored_now = {b for b in outs if b not in internal}
+    while flexible:
+        keep = _cut(outs, deps, fixed, flexible, stored_now, loads_of)
+        costly = [b for b in flexible if b not in keep and
+                  op_cost(_expand(outs, keep, b)) > MAX_RECOMPUTE]
+        if not costly:
+            break
+        for b in costly:
+            del flexible[b]
+    if not flexible:
+        return None
+    new_stored = keep | (stored_now - set(flexible))
+    if new_stored == stored_now:
+        return None
+    rewrites = {}
+    for b, rs in flexible.items():
+        if b in new_stored:
+            continue
+        for j in rs:
+            r = rewrites.get(j, stmts[j])
+            rewrites[j] = _rewrite(r, outs[b], outs, new_stored, space)
+    # applied only when it moves fewer bytes: stores plus loads by the later kernels
+    before = sum(_cap(outs[b], loads_of[b]) for b in flexible)
+    after = 0.0
+    for b in keep - (stored_now - set(flexible)):
+        n = sum(1 for j in readers.get(b, []) if j not in rewrites) + \
+            sum(1 for r in rewrites.values() if any(x is outs[b].buffer for x in r.reads()))
+        after += _cap(outs[b], n)
+    if after >= before:
+        return None
+    new_internal = tuple(o.buffer for b, o in outs.items() if b not in new_stored)
+    return FusedKernel(fk.name, fk.members, kern, new_internal), rewrites
+
+
+def _cap(o: Output, loads: int) -> float:
+    return float(o.buffer.nbytes * (1 + loads))
+
+
+def _flexible(o, i, rs, stmts, writers, space, loaded, outs) -> bool:
+    """Whether every reader of ``o.buffer`` may recompute it instead of loading it."""
+    b = o.buffer
+    if b.kind is not BufferKind.TEMP or writers.get(id(b), []) != [i] or not rs:
+        return False
+    inv = invert(o.index, space)
+    if inv is None or inv[1] != b.size:
+        return False
+    last = max(rs)
+    if any(j <= i for j in rs):
+        return False
+    for x in loaded:                       # nothing between writes what is recomputed from
+        if x in outs:
+            continue
+        if any(i <= w <= last for w in writers.get(x, [])):
+            return False
+    for j in rs:
+        r = stmts[j]
+        k = r.kernel if isinstance(r, FusedKernel) else r
+        if not isinstance(k, (DotProduct, Reduce, Elementwise)) or \
+                any(id(w) == id(b) for w in r.writes()):
+            return False
+        if isinstance(k, DotProduct) and any(
+                type(x) is Load and x.buffer is b for v in (k.a, k.b) for x in walk_values(v)):
+            return False
+    return True
+
+
+def _cut(outs, deps, fixed, flexible, stored_now, loads_of) -> set:
+    """The registers to store: the minimum cut nearest the sink (see module docstring)."""
+    g = nx.DiGraph()
+    g.add_nodes_from("st")
+    for b, o in outs.items():
+        free = b in stored_now and b not in flexible
+        g.add_edge((b, 1), (b, 0), capacity=0.0 if free else _cap(o, loads_of.get(b, 0)))
+        if b in fixed or free:
+            g.add_edge((b, 0), "s")
+        for d in deps[b]:
+            if d in outs:
+                g.add_edge((b, 0), (d, 1))
+        if b in flexible:
+            g.add_edge("t", (b, 1))
+    # reversed graph (edges point from consumers to producers): the source side of its
+    # cut from the sink is the set of nodes reaching the sink in the original residual
+    # graph, so the cut is the one nearest the sink
+    _, (near_t, _) = nx.minimum_cut(g, "t", "s")
+    return {b for b in outs if (b, 0) not in near_t and (b, 1) in near_t}
+
+
+def _expand(outs, keep, b, sub=None) -> Value:
+    """Register ``b``'s value with every register not in ``keep`` expanded (stored ones
+    become loads at their output index); over the kernel's space, or through ``sub``
+    (kernel vars -> the reader's expressions). Locals only name earlier outs: no cycle."""
+    o = outs[b]
+    v = o.value if sub is None else subst_value(o.value, sub)
+
+    def go(x):
+        if type(x) is Local:
+            k = id(x.buffer)
+            if k in keep:
+                ko = outs[k]
+                return Load(ko.buffer, ko.index if sub is None else subst_index(ko.index, sub))
+            return _expand(outs, keep, k, sub)
+        if type(x) is Apply:
+            return Apply(x.op, tuple(go(a) for a in x.args), x.dtype, x.arg)
+        if type(x) is Select:
+            return Select(x.cond, go(x.a), go(x.b))
+        return x
+    return go(v)
+
+
+def _rewrite(r, o: Output, outs, keep, space):
+    """Reader ``r`` with every load of ``o.buffer`` replaced by its recomputation."""
+    inv = invert(o.index, space)
+
+    def fix(v: Value) -> Value:
+        if type(v) is Load:
+            if v.buffer is o.buffer:
+                return _expand(outs, keep, id(o.buffer), at_p(*inv, v.index))
+            return v
+        if type(v) is Apply:
+            args = tuple(fix(a) for a in v.args)
+            return v if all(a is b for a, b in zip(args, v.args)) else \
+                Apply(v.op, args, v.dtype, v.arg)
+        if type(v) is Select:
+            return Select(v.cond, fix(v.a), fix(v.b))
+        return v
+
+    k = r.kernel if isinstance(r, FusedKernel) else r
+    new_outs = tuple(Output(x.buffer, x.index, fix(x.value)) for x in k.outs)
+    if isinstance(k, Elementwise):
+        nk = Elementwise(k.shape, k.vars, new_outs)
+    elif isinstance(k, DotProduct):
+        nk = DotProduct(k.shape, k.vars, k.k, k.a, k.b, new_outs)
+    else:
+        nk = Reduce(k.op, k.shape, k.vars, k.axes, fix(k.src), new_outs)
+    if isinstance(r, FusedKernel):
+        return FusedKernel(r.name, r.members, nk, r.internal)
+    return FusedKernel(NAME, (r,), nk)
