@@ -185,10 +185,8 @@ def _flexible(o, i, rs, stmts, writers, space, loaded, outs) -> bool:
     last = max(rs)
     if any(j <= i for j in rs):
         return False
-    for x in loaded:                       # nothing between writes what is recomputed from
-        if x in outs:
-            continue
-        if any(i <= w <= last for w in writers.get(x, [])):
+    for x in loaded:            # nothing from i on writes what is recomputed from (a load is
+        if any(i <= w <= last for w in writers.get(x, [])):   # the value before kernel i)
             return False
     for j in rs:
         r = stmts[j]
