@@ -111,29 +111,26 @@ def _plan(stmts, i, readers, writers):
     space = kern.vars if not isinstance(kern, Reduce) else kern.kept
     deps = {b: [id(x.buffer) for x in walk_values(o.value) if type(x) is Local]
             for b, o in outs.items()}
-    fixed = {b for b, o in outs.items()
-             if any(type(x) in (Acc, Rand) for x in walk_values(o.value))}
-    mem = {b: {id(x.buffer) for x in walk_values(o.value) if type(x) is Load}
-           for b, o in outs.items()}
-
-    def mem_closure(b, seen):              # buffers loaded to compute register b
-        if b in seen:
-            return set()
-        seen.add(b)
-        got = set(mem[b])
-        for d in deps[b]:
-            if d in outs:
-                got |= mem_closure(d, seen)
-        return got
-
     flexible, loads_of = {}, {}
     for b, o in outs.items():
-        if b in internal:
-            continue
-        rs = readers.get(b, [])
-        loads_of[b] = len(rs)
-        if _flexible(o, i, rs, stmts, writers, space, mem_closure(b, set()), outs):
-            flexible[b] = rs
+        if b not in internal:
+            rs = readers.get(b, [])
+            loads_of[b] = len(rs)
+            if _flexible(o, i, rs, stmts, writers, space):
+                flexible[b] = rs
+    if not flexible:
+        return None
+    # a register is pinned (a source of the cut) when it reads an accumulator or a random
+    # draw, or loads a buffer that a statement from kernel i up to the last reader writes
+    # (a load gives the value before kernel i; a recomputation there would see another)
+    last = max(max(rs) for rs in flexible.values())
+    fixed = set()
+    for b, o in outs.items():
+        for x in walk_values(o.value):
+            if type(x) in (Acc, Rand) or type(x) is Load and \
+                    any(i <= w <= last for w in writers.get(id(x.buffer), [])):
+                fixed.add(b)
+                break
     if not flexible:
         return None
     stored_now = {b for b in outs if b not in internal}
@@ -174,7 +171,7 @@ def _cap(o: Output, loads: int) -> float:
     return float(o.buffer.nbytes * (1 + loads))
 
 
-def _flexible(o, i, rs, stmts, writers, space, loaded, outs) -> bool:
+def _flexible(o, i, rs, stmts, writers, space) -> bool:
     """Whether every reader of ``o.buffer`` may recompute it instead of loading it."""
     b = o.buffer
     if b.kind is not BufferKind.TEMP or writers.get(id(b), []) != [i] or not rs:
@@ -182,42 +179,51 @@ def _flexible(o, i, rs, stmts, writers, space, loaded, outs) -> bool:
     inv = invert(o.index, space)
     if inv is None or inv[1] != b.size:
         return False
-    last = max(rs)
     if any(j <= i for j in rs):
         return False
-    for x in loaded:            # nothing from i on writes what is recomputed from (a load is
-        if any(i <= w <= last for w in writers.get(x, [])):   # the value before kernel i)
-            return False
     for j in rs:
         r = stmts[j]
         k = r.kernel if isinstance(r, FusedKernel) else r
         if not isinstance(k, (DotProduct, Reduce, Elementwise)) or \
-                any(id(w) == id(b) for w in r.writes()):
+                any(w is b for w in r.writes()):
             return False
         if isinstance(k, DotProduct) and any(
                 type(x) is Load and x.buffer is b for v in (k.a, k.b) for x in walk_values(v)):
             return False
+        space_r = k.kept if isinstance(k, Reduce) else k.vars
+        where = [(x.value, space_r) for x in k.outs]
+        if isinstance(k, Reduce):
+            where.append((k.src, k.vars))
+        for v, vs in where:                # each element read once: no broadcast re-reads
+            for x in walk_values(v):
+                if type(x) is Load and x.buffer is b:
+                    got = invert(x.index, vs)
+                    if got is None or got[1] != b.size:
+                        return False
     return True
 
 
 def _cut(outs, deps, fixed, flexible, stored_now, loads_of) -> set:
-    """The registers to store: the minimum cut nearest the sink (see module docstring)."""
+    """The registers to store: the minimum cut nearest the sink (see module docstring).
+
+    networkx's ``minimum_cut`` puts on the sink side every node that still reaches the
+    sink in the residual graph, so its cut is the one nearest the sink (the least
+    recomputation); ties between registers of equal cost go to the later out."""
     g = nx.DiGraph()
     g.add_nodes_from("st")
-    for b, o in outs.items():
+    n = len(outs)
+    for pos, (b, o) in enumerate(outs.items()):
         free = b in stored_now and b not in flexible
-        g.add_edge((b, 1), (b, 0), capacity=0.0 if free else _cap(o, loads_of.get(b, 0)))
+        cap = 0.0 if free else _cap(o, loads_of.get(b, 0)) * (1 + 1e-9 * (n - pos))
+        g.add_edge((b, 0), (b, 1), capacity=cap)
         if b in fixed or free:
-            g.add_edge((b, 0), "s")
+            g.add_edge("s", (b, 0))
         for d in deps[b]:
             if d in outs:
-                g.add_edge((b, 0), (d, 1))
+                g.add_edge((d, 1), (b, 0))
         if b in flexible:
-            g.add_edge("t", (b, 1))
-    # reversed graph (edges point from consumers to producers): the source side of its
-    # cut from the sink is the set of nodes reaching the sink in the original residual
-    # graph, so the cut is the one nearest the sink
-    _, (near_t, _) = nx.minimum_cut(g, "t", "s")
+            g.add_edge((b, 1), "t")
+    _, (_, near_t) = nx.minimum_cut(g, "s", "t")
     return {b for b in outs if (b, 0) not in near_t and (b, 1) in near_t}
 
 
