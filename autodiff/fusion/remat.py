@@ -131,15 +131,19 @@ def _plan(stmts, i, readers, writers):
                     any(i <= w <= last for w in writers.get(id(x.buffer), [])):
                 fixed.add(b)
                 break
-    if not flexible:
-        return None
     stored_now = {b for b in outs if b not in internal}
     while flexible:
         keep = _cut(outs, deps, fixed, flexible, stored_now, loads_of)
+        stored = keep | (stored_now - set(flexible))
+        # a transcendental the kernel still evaluates (for a value it stores) is not
+        # evaluated again by a reader: it becomes a source, and the cut is taken again
+        twice = {r for b in flexible if b not in keep for r in _through(deps, keep, b)
+                 if r not in fixed and _expensive(outs[r].value)} & _through(deps, (), *stored)
         costly = [b for b in flexible if b not in keep and
                   op_cost(_expand(outs, keep, b)) > MAX_RECOMPUTE]
-        if not costly:
+        if not costly and not twice:
             break
+        fixed |= twice
         for b in costly:
             del flexible[b]
     if not flexible:
@@ -165,6 +169,22 @@ def _plan(stmts, i, readers, writers):
         return None
     new_internal = tuple(o.buffer for b, o in outs.items() if b not in new_stored)
     return FusedKernel(fk.name, fk.members, kern, new_internal), rewrites
+
+
+def _through(deps, keep, *bs) -> set:
+    """The registers evaluated to compute ``bs``, stopping at those in ``keep``."""
+    seen, todo = set(), list(bs)
+    while todo:
+        b = todo.pop()
+        if b in seen:
+            continue
+        seen.add(b)
+        todo += [d for d in deps[b] if d not in keep and d in deps]
+    return seen
+
+
+def _expensive(v: Value) -> bool:
+    return any(type(x) is Apply and x.op in _EXPENSIVE for x in walk_values(v))
 
 
 def _cap(o: Output, loads: int) -> float:
@@ -214,7 +234,7 @@ def _cut(outs, deps, fixed, flexible, stored_now, loads_of) -> set:
     n = len(outs)
     for pos, (b, o) in enumerate(outs.items()):
         free = b in stored_now and b not in flexible
-        cap = 0.0 if free else _cap(o, loads_of.get(b, 0)) * (1 + 1e-9 * (n - pos))
+        cap = 0.0 if free else _cap(o, loads_of.get(b, 1)) * (1 + 1e-9 * (n - pos))
         g.add_edge((b, 0), (b, 1), capacity=cap)
         if b in fixed or free:
             g.add_edge("s", (b, 0))
