@@ -50,13 +50,18 @@ import networkx as nx
 from ..graph.ir import Op
 from ..procedural.ir import (Acc, Apply, BufferKind, DotProduct, Elementwise, FusedKernel,
                              Load, Local, Output, Rand, Reduce, Select, Value, walk_values)
-from .group import at_p, invert, subst_index, subst_value
+from .group import at_p, invert, space_size, subst_index, subst_value
 
 NAME = "Remat"
 #: ops per element that a reader may recompute for one dropped register
 MAX_RECOMPUTE = 40
 #: the cost of one transcendental (or division, root, power) in ops
 TRANSCENDENTAL = 8
+#: the cost of one op per element, in bytes of memory traffic per element
+BYTES_PER_OP = 2
+#: a buffer at most 1/SMALL the size of a register (a bias, a row statistic) is cheap to
+#: load at any index
+SMALL = 8
 _EXPENSIVE = frozenset({Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                         Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ATAN, Op.LOG1P,
                         Op.EXPM1, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV})
@@ -64,9 +69,10 @@ _INF = float("inf")
 
 
 def op_cost(v: Value) -> int:
-    """Ops to evaluate ``v`` once per element (loads and constants are free)."""
+    """Ops to evaluate ``v`` once per element (loads and constants are free; a repeated
+    sub-expression counts once, as the device compiler evaluates it once)."""
     return sum(TRANSCENDENTAL if x.op in _EXPENSIVE else 1
-               for x in walk_values(v) if type(x) is Apply)
+               for x in {x for x in walk_values(v) if type(x) is Apply})
 
 
 def remat(stmts: list) -> list:
@@ -124,21 +130,21 @@ def _plan(stmts, i, readers, writers):
     # draw, or loads a buffer that a statement from kernel i up to the last reader writes
     # (a load gives the value before kernel i; a recomputation there would see another)
     last = max(max(rs) for rs in flexible.values())
-    fixed = set()
-    for b, o in outs.items():
-        for x in walk_values(o.value):
-            if type(x) in (Acc, Rand) or type(x) is Load and \
-                    any(i <= w <= last for w in writers.get(id(x.buffer), [])):
-                fixed.add(b)
-                break
+    fixed = {b for b, o in outs.items() if _pinned(o, i, last, writers)}
     stored_now = {b for b in outs if b not in internal}
     while flexible:
         keep = _cut(outs, deps, fixed, flexible, stored_now, loads_of)
         stored = keep | (stored_now - set(flexible))
         # a transcendental the kernel still evaluates (for a value it stores) is not
         # evaluated again by a reader: it becomes a source, and the cut is taken again
-        twice = {r for b in flexible if b not in keep for r in _through(deps, keep, b)
-                 if r not in fixed and _expensive(outs[r].value)} & _through(deps, (), *stored)
+        # (nor by two readers)
+        by: dict = {}
+        for b, rs in flexible.items():
+            if b not in keep:
+                for r in _through(deps, keep, b):
+                    by.setdefault(r, set()).update(rs)
+        twice = {r for r, rs in by.items() if r not in fixed and _expensive(outs[r].value)
+                 and (len(rs) > 1 or r in _through(deps, (), *stored))}
         costly = [b for b in flexible if b not in keep and
                   op_cost(_expand(outs, keep, b)) > MAX_RECOMPUTE]
         if not costly and not twice:
@@ -158,17 +164,49 @@ def _plan(stmts, i, readers, writers):
         for j in rs:
             r = rewrites.get(j, stmts[j])
             rewrites[j] = _rewrite(r, outs[b], outs, new_stored, space)
-    # applied only when it moves fewer bytes: stores plus loads by the later kernels
-    before = sum(_cap(outs[b], loads_of[b]) for b in flexible)
-    after = 0.0
-    for b in keep - (stored_now - set(flexible)):
-        n = sum(1 for j in readers.get(b, []) if j not in rewrites) + \
-            sum(1 for r in rewrites.values() if any(x is outs[b].buffer for x in r.reads()))
-        after += _cap(outs[b], n)
-    if after >= before:
+    # applied only when it saves work: bytes stored and loaded plus ops evaluated
+    # (BYTES_PER_OP each), by this kernel and by the rewritten readers
+    n = space_size(kern.shape) if not isinstance(kern, Reduce) else \
+        space_size(v.extent for v in kern.kept)
+    old_ops = sum(op_cost(outs[r].value) for r in _through(deps, (), *stored_now))
+    new_ops = sum(op_cost(outs[r].value) for r in _through(deps, (), *new_stored))
+    delta = sum(outs[b].buffer.nbytes for b in new_stored - stored_now) \
+        - sum(outs[b].buffer.nbytes for b in stored_now - new_stored) \
+        + BYTES_PER_OP * n * (new_ops - old_ops) \
+        + sum(_work(r) - _work(stmts[j]) for j, r in rewrites.items())
+    if delta >= 0:
         return None
     new_internal = tuple(o.buffer for b, o in outs.items() if b not in new_stored)
     return FusedKernel(fk.name, fk.members, kern, new_internal), rewrites
+
+
+def _pinned(o: Output, i: int, last: int, writers: dict) -> bool:
+    """Whether register ``o`` must not be recomputed by a reader: it reads an accumulator or
+    a random draw; it loads a buffer that a statement from kernel ``i`` up to the last
+    reader ``last`` writes (the load gives the value before kernel ``i``); it selects
+    (padding, concatenation); or it loads a large buffer at another index than its own
+    (a reader would then read that buffer in another layout than the register's)."""
+    n = o.buffer.size
+    for x in walk_values(o.value):
+        t = type(x)
+        if t in (Acc, Rand, Select):
+            return True
+        if t is Load:
+            if any(i <= w <= last for w in writers.get(id(x.buffer), [])):
+                return True
+            if x.buffer.size * SMALL > n and x.index != o.index:
+                return True
+    return False
+
+
+def _work(s) -> float:
+    """Bytes a kernel loads (each buffer once) plus ``BYTES_PER_OP`` per op it evaluates."""
+    k = s.kernel if isinstance(s, FusedKernel) else s
+    space_out = k.kept if isinstance(k, Reduce) else k.vars
+    ops = space_size(v.extent for v in space_out) * sum(op_cost(o.value) for o in k.outs)
+    if isinstance(k, Reduce):
+        ops += space_size(k.shape) * op_cost(k.src)
+    return sum(b.nbytes for b in s.reads()) + BYTES_PER_OP * ops
 
 
 def _through(deps, keep, *bs) -> set:
