@@ -146,7 +146,7 @@ def _plan(stmts, i, readers, writers):
         twice = {r for r, rs in by.items() if r not in fixed and _expensive(outs[r].value)
                  and (len(rs) > 1 or r in _through(deps, (), *stored))}
         costly = [b for b in flexible if b not in keep and
-                  op_cost(_expand(outs, keep, b)) > MAX_RECOMPUTE]
+                  _costly(_expand(outs, keep, b), outs[b])]
         if not costly and not twice:
             break
         fixed |= twice
@@ -197,6 +197,17 @@ def _pinned(o: Output, i: int, last: int, writers: dict) -> bool:
             if x.buffer.size * SMALL > n and x.index != o.index:
                 return True
     return False
+
+
+def _costly(v: Value, o: Output) -> bool:
+    """Whether recomputing ``v`` for register ``o`` is too dear for a reader: more than
+    :data:`MAX_RECOMPUTE` ops per element, or a load of a large buffer at another index
+    than ``o``'s own (the reader would read it in another layout: a weight gradient stored
+    with its square transposed for the reader is not recomputed from the gradient)."""
+    if op_cost(v) > MAX_RECOMPUTE:
+        return True
+    return any(type(x) is Load and x.buffer.size * SMALL > o.buffer.size and x.index != o.index
+               for x in walk_values(v))
 
 
 def _work(s) -> float:
