@@ -22,6 +22,8 @@ networkx's max-flow over the group's registers (the ``outs`` of its single-kerne
   the accumulator of the kernel's dot product or reduction, or a random draw. A register
   that must stay stored anyway (read by a dot product's operand, by a later loop iteration,
   after the list, in place, or not a temporary) is also a source, of capacity 0 (free);
+* a register not stored yet whose dtype is not 4 bytes wide (a bool mask) is never
+  stored (its edge is infinite): epilogues load such values one lane at a time;
 * ``r_out -> sink`` (infinite) for every other stored register (a *flexible* one):
   its readers need it, stored or recomputed.
 
@@ -62,6 +64,8 @@ BYTES_PER_OP = 2
 #: a buffer at most 1/SMALL the size of a register (a bias, a row statistic) is cheap to
 #: load at any index
 SMALL = 8
+#: NARROW: only 4-byte registers are newly stored (a bool mask in place of a float one
+#: saves bytes, but epilogues load 1-byte values one lane at a time)
 _EXPENSIVE = frozenset({Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                         Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ATAN, Op.LOG1P,
                         Op.EXPM1, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV})
@@ -284,7 +288,10 @@ def _cut(outs, deps, fixed, flexible, stored_now, loads_of) -> set:
     for pos, (b, o) in enumerate(outs.items()):
         free = b in stored_now and b not in flexible
         cap = 0.0 if free else _cap(o, loads_of.get(b, 1)) * (1 + 1e-9 * (n - pos))
-        g.add_edge((b, 0), (b, 1), capacity=cap)
+        if b in stored_now or o.buffer.itemsize == 4:
+            g.add_edge((b, 0), (b, 1), capacity=cap)
+        else:                   # never newly stored (infinite): see NARROW
+            g.add_edge((b, 0), (b, 1))
         if b in fixed or free:
             g.add_edge("s", (b, 0))
         for d in deps[b]:
