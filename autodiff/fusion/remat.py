@@ -2,13 +2,14 @@
 
 After the other fusions, a group often stores several elementwise functions of one value:
 the FF1 matmul of a transformer with exact GELU stores ``0.5 * h``, ``1 + erf(h / sqrt 2)``
-and ``c * exp(-(h / sqrt 2) ** 2)`` for the backward besides its output; a weight-gradient
-kernel stores the gradient ``g`` and also ``g * g`` for AdamW's second moment. Each such
-array is written once and loaded again by a later kernel. This pass chooses, per fused
-kernel, the cheapest set of its registers to store such that every value a later kernel
-reads is either stored or an elementwise function of stored values (and of buffers the
-kernel loads), and rewrites those readers to recompute the dropped values at their own
-index.
+and ``c * exp(-(h / sqrt 2) ** 2)`` for the backward besides its output; the LayerNorm
+backward's matmul stores three products of its result for the row reductions that follow.
+Each such array is written once and loaded again by a later kernel. This pass chooses, per
+fused kernel, the cheapest set of its registers to store such that every value a later
+kernel reads is either stored or an elementwise function of stored values (and of buffers
+the kernel loads), and rewrites those readers to recompute the dropped values at their own
+index (the GELU matmul then stores ``h``, ``1 + erf`` and its output; the backward matmul
+recomputes ``0.5 * h`` and the ``exp`` term, which the forward no longer evaluates).
 
 The choice is the minimum cut of the min-cut recomputation partitioner of PyTorch's
 AOTAutograd (``min_cut_rematerialization_partition``; H. He, "Min-cut optimal(*)
@@ -18,10 +19,15 @@ networkx's max-flow over the group's registers (the ``outs`` of its single-kerne
 * every register ``r`` is an edge ``r_in -> r_out`` whose capacity is its cost when stored,
   ``nbytes(r) * (1 + its loads by later kernels)`` (the store and the reloads);
 * ``s_out -> r_in`` (infinite) when ``r``'s value reads register ``s``;
-* ``source -> r_in`` (infinite) when ``r`` cannot be recomputed elsewhere: its value holds
-  the accumulator of the kernel's dot product or reduction, or a random draw. A register
-  that must stay stored anyway (read by a dot product's operand, by a later loop iteration,
-  after the list, in place, or not a temporary) is also a source, of capacity 0 (free);
+* ``source -> r_in`` (infinite) when ``r`` must not be recomputed elsewhere (*pinned*):
+  its value holds the accumulator of the kernel's dot product or reduction, a random draw
+  or a ``Select`` (padding, concatenation); it loads a buffer that a statement from this
+  kernel up to the last reader writes (a load gives the value before this kernel); or it
+  loads a large buffer at another index than its own (the reader would read that buffer
+  in another layout). A register that must stay stored anyway (read by a dot product's
+  operand, by a reader reading some elements twice or in a broadcast, by a later loop
+  iteration, after the list, in place, or not a temporary) is also a source, of
+  capacity 0 (free);
 * a register not stored yet whose dtype is not 4 bytes wide (a bool mask) is never
   stored (its edge is infinite): epilogues load such values one lane at a time;
 * ``r_out -> sink`` (infinite) for every other stored register (a *flexible* one):
@@ -32,15 +38,21 @@ on the cut are stored; a flexible register beyond it is recomputed by each reade
 stored ones, at the reader's index (the readers' accesses are mapped back to the kernel's
 iteration space through the register's own output index).
 
-Cost model (the rule): bytes saved are the cut's drop in capacity; the price is the ops a
-reader recomputes per element, with transcendentals (``exp``, ``erf``, ``tanh``...)
-counting :data:`TRANSCENDENTAL` ops. A flexible register whose recomputation costs more than
-:data:`MAX_RECOMPUTE` ops per element stays stored (and the cut is taken again), and a
-kernel's plan is applied only when it stores fewer bytes than before. Nothing containing a
-reduction or a dot product is ever recomputed (their accumulators are sources), a register
-is recomputed only inside readers' epilogues and reduction sources (never in a dot
-product's operands, which would recompute it ``K`` times), and only when no statement
-between the kernel and the reader writes a buffer the recomputation loads.
+Cost model (the rule). The cut minimises bytes stored and reloaded; then:
+
+* a flexible register whose recomputation costs a reader more than :data:`MAX_RECOMPUTE`
+  ops per element (transcendentals, divisions and powers count :data:`TRANSCENDENTAL`), or
+  loads a large buffer at another index than the register's own, stays stored;
+* a transcendental that the kernel still evaluates (for a value it stores), or that two
+  readers would recompute, is pinned: it is evaluated once;
+* and the cut is taken again until neither applies. The plan is applied only when the
+  work it changes goes down: bytes stored by the kernel, bytes loaded by the rewritten
+  readers (each buffer once), plus :data:`BYTES_PER_OP` bytes per op evaluated per
+  element, by the kernel (ops it no longer needs are subtracted) and by the readers.
+
+Nothing containing a reduction or a dot product is ever recomputed, and a register is
+recomputed only inside readers' epilogues and reduction sources (never in a dot product's
+operands, which would recompute it ``K`` times).
 
 Running op by op (``FusedKernel.members``) is unchanged: the members still compute and
 store every value.
@@ -64,12 +76,9 @@ BYTES_PER_OP = 2
 #: a buffer at most 1/SMALL the size of a register (a bias, a row statistic) is cheap to
 #: load at any index
 SMALL = 8
-#: NARROW: only 4-byte registers are newly stored (a bool mask in place of a float one
-#: saves bytes, but epilogues load 1-byte values one lane at a time)
 _EXPENSIVE = frozenset({Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                         Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ATAN, Op.LOG1P,
                         Op.EXPM1, Op.DIV, Op.POW, Op.MOD, Op.FLOORDIV})
-_INF = float("inf")
 
 
 def op_cost(v: Value) -> int:
@@ -290,7 +299,7 @@ def _cut(outs, deps, fixed, flexible, stored_now, loads_of) -> set:
         cap = 0.0 if free else _cap(o, loads_of.get(b, 1)) * (1 + 1e-9 * (n - pos))
         if b in stored_now or o.buffer.itemsize == 4:
             g.add_edge((b, 0), (b, 1), capacity=cap)
-        else:                   # never newly stored (infinite): see NARROW
+        else:                   # never newly stored (infinite): see the module docstring
             g.add_edge((b, 0), (b, 1))
         if b in fixed or free:
             g.add_edge("s", (b, 0))
