@@ -30,10 +30,14 @@ def capture(workload: str, steps: int):
     """Run ``workload`` for ``steps`` steps on OpenCL (profiling on); returns the
     Executable of its training program (the one with the most launches)."""
     from autodiff.device import opencl
+    from autodiff.device.opencl.chain import CHAIN_WORK
     seen, real = [], opencl.compile
 
     def spy(graph, report=None, **options):
         options["profile"] = True
+        # kernels as launched with two or more cores (on one core every kernel would join
+        # one chain launch, and there would be nothing to attribute)
+        options.setdefault("chain_work", CHAIN_WORK)
         seen.append(real(graph, report=report, **options))
         return seen[-1]
     opencl.compile = spy

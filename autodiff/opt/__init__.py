@@ -6,6 +6,8 @@ modified; ``outputs`` keep their positions; effects keep their program order):
 * ``simplify`` (:mod:`.simplify`): constant folding, unary folding, algebraic identities,
   view folding, written as pattern -> replacement rules applied to a fixed point.
 * ``cse`` (:mod:`.cse`): repeated pure sub-expressions computed once.
+* ``dot_layout`` (:mod:`.dot_layout`): a matrix product read only transposed (a weight
+  gradient) computed transposed, so it is stored in the layout it is read in.
 * ``prune`` (:mod:`.prune`): nodes no effect or output depends on removed.
 * ``inplace`` (:mod:`.inplace`): elementwise nodes that may overwrite a dying operand
   marked in ``Graph.inplace`` for the memory planner.
@@ -20,6 +22,7 @@ import time
 from ..graph.ir import Graph
 from ..graph.printer import format_graph
 from .cse import cse
+from .dot_layout import dot_layout
 from .inplace import inplace
 from .prune import prune
 from .simplify import simplify
@@ -29,6 +32,7 @@ PASSES = {
     "simplify": lambda g, o: simplify(g, fast_math=o["fast_math"],
                                       prefer_exp2=o["prefer_exp2"]),
     "cse": lambda g, o: cse(g),
+    "dot_layout": lambda g, o: dot_layout(g),
     "prune": lambda g, o: prune(g),
     "inplace": lambda g, o: inplace(g),
 }
@@ -96,4 +100,4 @@ def format_counts(counts: dict, times: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["optimize", "simplify", "cse", "prune", "inplace", "PASSES", "format_counts"]
+__all__ = ["optimize", "simplify", "cse", "dot_layout", "prune", "inplace", "PASSES", "format_counts"]

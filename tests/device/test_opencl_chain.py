@@ -86,7 +86,7 @@ def test_a_large_kernel_and_host_commands_end_a_chain(opencl_executables):
         loss.backward()
         opt.step()
     ad.ir_for(range(3), step)
-    ad.execute(device="opencl")
+    ad.execute(device="opencl", chain_work=chain.CHAIN_WORK)   # as on 2+ cores
     runs = _body_runs(opencl_executables[-1].steps)
     assert {"C", "L", "F", "R"} <= set(runs), runs
     assert "CC" not in runs, runs
@@ -101,15 +101,22 @@ def test_a_large_kernel_and_host_commands_end_a_chain(opencl_executables):
     np.testing.assert_allclose(w.numpy(), wk, rtol=1e-4, atol=1e-5)
 
 
-def test_gpu_devices_get_no_chains():
+def test_gpu_devices_get_no_chains_and_one_core_chains_everything(monkeypatch):
     import pyopencl as cl
+    from autodiff.device.opencl import prejit
 
     class Dev:
-        def __init__(self, t):
-            self.type = t
+        def __init__(self, t, units=2):
+            self.type, self.max_compute_units = t, units
+    monkeypatch.setattr(prejit, "usable_cores", lambda: 2)
     assert chain.default_work(Dev(cl.device_type.CPU)) == chain.CHAIN_WORK
     assert chain.default_work(Dev(cl.device_type.GPU)) == 0
     assert not chain.is_cpu(Dev(cl.device_type.ACCELERATOR))
+    # one compute unit (POCL_MAX_PTHREAD_COUNT=1), or a process pinned to one core
+    assert chain.default_work(Dev(cl.device_type.CPU, units=1)) == chain.ONE_CORE_WORK
+    monkeypatch.setattr(prejit, "usable_cores", lambda: 1)
+    assert chain.default_work(Dev(cl.device_type.CPU)) == chain.ONE_CORE_WORK
+    assert chain.default_work(Dev(cl.device_type.GPU)) == 0
 
 
 def test_dispatch_kernels_agree_with_one_wrapper_per_body(opencl_executables, monkeypatch):

@@ -121,6 +121,43 @@ def test_gather_and_int_feeder():
     np.testing.assert_allclose(got[1][1], g)
 
 
+@pytest.mark.parametrize("width", [128, 24, 12, 3])
+def test_gather_and_scatter_add_rows_in_vectors(width):
+    """Embedding-style rows of 16-, 8-, 4-float vectors (and scalar rows): the lookup and
+    its gradient (repeated indices accumulate) match numpy; a bad index still raises."""
+    rng = np.random.default_rng(width)
+    t = rng.standard_normal((7, width)).astype(np.float32)
+    idx = rng.integers(0, 7, 40).astype(np.int32)
+    up = rng.standard_normal((40, width)).astype(np.float32)
+    table = ad.Tensor(t, requires_grad=True)
+    y = table[ad.Tensor(idx)]
+    (y * ad.Tensor(up)).sum().backward()
+    ad.execute(device="opencl")
+    np.testing.assert_array_equal(y.numpy(), t[idx])
+    g = np.zeros_like(t)
+    np.add.at(g, idx, up)
+    np.testing.assert_allclose(table.grad.numpy(), g, rtol=1e-5, atol=1e-5)
+    ad.reset()
+    bad = ad.Tensor(t)[ad.Tensor(np.array([1, 9], np.int32))] * 1.0
+    with pytest.raises(IndexError):
+        ad.execute(device="opencl")
+    del bad
+
+
+def test_reduction_epilogue_reading_a_broadcast_operand():
+    """``x.sum(-1) + b`` over a [2, 3] kept space with ``b`` [3] broadcast along dim 0: the
+    fused epilogue's load ``b[y]`` must keep the reduction from flattening (z, y) into one
+    row index (it read ``b[3 z + y]``, past ``b``, for z = 1)."""
+    rng = np.random.default_rng(8)
+    x, b = rng.standard_normal((2, 3, 4)).astype(np.float32), \
+        rng.standard_normal(3).astype(np.float32)
+    y = ad.Tensor(x).sum(-1) + ad.Tensor(b)
+    m = ad.Tensor(x).amax(-1) * ad.Tensor(b)
+    ad.execute(device="opencl")
+    np.testing.assert_allclose(y.numpy(), x.sum(-1) + b, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(m.numpy(), x.max(-1) * b, rtol=1e-6, atol=1e-6)
+
+
 def test_dot_operands_that_are_views_get_packed():
     """A matmul operand behind a permuting reshape (no constant strides) is packed into
     scratch, then the tile kernel runs; a weight-style B (contiguous along K, >= 64 rows)

@@ -15,6 +15,7 @@ tvm = pytest.importorskip("tvm", reason="the tvm device needs the [tvm] extra")
 
 import autodiff as ad  # noqa: E402
 from autodiff.device import tvm as tvm_device  # noqa: E402
+from autodiff.optim import SGD  # noqa: E402
 from autodiff.graph.trace import TRACER  # noqa: E402
 from autodiff.runtime import _variables  # noqa: E402
 
@@ -52,6 +53,30 @@ def test_matmul_bias_relu_fuses_into_one_scheduled_kernel(m, k, n, batch):
     script = str(tvm_device.Listing(tvm_device.fuse(tvm_device.translate(g)[1])))
     fused = [line for line in script.splitlines() if "def fused_" in line and "dot" in line]
     assert len(fused) == 1 and "relu" in fused[0], fused
+
+
+def test_epilogue_over_a_larger_space_than_the_product_is_computed_whole():
+    # a weight sliced into q/k/v parts: each part's gradient is a [32, 32] product padded
+    # into the [96, 32] gradient sum, fused with the sum as the product's epilogue. Moving
+    # that epilogue into the product's tile loop left rows 32..95 unwritten (NaN/garbage
+    # weights after one step)
+    def train(device):
+        ad.reset()
+        rng = np.random.default_rng(4)
+        w = ad.tensor(rng.standard_normal((96, 32)).astype(np.float32) * 0.1,
+                      requires_grad=True)
+        x = ad.tensor(rng.standard_normal((8, 32)).astype(np.float32))
+        opt = SGD([w], lr=0.1)
+
+        def step():
+            opt.zero_grad()
+            q, k, v = x @ w[:32].T, x @ w[32:64].T, x @ w[64:].T
+            (q * k + v).sum().backward()
+            opt.step()
+        ad.ir_for(2, step)
+        ad.execute(device=device)
+        return w.numpy()
+    np.testing.assert_allclose(train("tvm"), train("numpy"), rtol=1e-5, atol=1e-5)
 
 
 def test_default_schedule_tiles_parallelizes_and_vectorizes():

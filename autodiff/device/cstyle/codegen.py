@@ -744,7 +744,7 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect,
     kept_shape = tuple(k.shape[i] for i in range(len(k.shape)) if i not in k.axes)
     red_shape = tuple(k.shape[i] for i in k.axes)
     rows, length = math.prod(kept_shape), math.prod(red_shape)
-    idx = _indices([k.src], k.outs)
+    idx = _indices([k.src] + [o.value for o in k.outs], k.outs)   # epilogue loads too
     _, kenv = _space_env(k.kept, idx, "r")
     j, renv = _space_env(k.reduced, _indices([k.src]), "j")
     env = {**kenv, **renv}
@@ -777,7 +777,7 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect,
 def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source | None:
     """The column form of :func:`reduce`, or None when the source does not run
     contiguously along the innermost kept variable."""
-    idx = _indices([k.src], k.outs)
+    idx = _indices([k.src] + [o.value for o in k.outs], k.outs)
     merged, _ = merge_dims(k.kept, idx)
     if not merged:
         return None
@@ -831,13 +831,29 @@ def copy(name: str, k: Copy, offsets: dict, d: Dialect) -> K.Source:
 
 
 def gather(name: str, k: Gather, offsets: dict, d: Dialect,
-           check=(1, None)) -> K.Source:
+           check=(1, None), lanes: int = 1) -> K.Source:
     """out[r, c] = table[idx[r], c]. ``check`` = ``(id, ignored value or None)``: a bad
     index is recorded (column 0 reports it) in the arena's error record under ``id``
-    and row 0 is read instead."""
+    and row 0 is read instead. With ``lanes`` > 1 (a CPU target) and float32 rows that
+    split into vectors, a work-item copies a vector of a row (one index read per vector,
+    not per element: an embedding lookup [1024 x 128] 0.65 -> 0.33 ms on one PoCL
+    thread); else one work-item per element."""
     rows, width = k.idx.size, k.table.size // max(k.table.shape[0], 1)
     n, nt = rows * width, k.table.shape[0]
     dt, scale = k.table.dtype, D.per_float(k.table.dtype)
+    w = _row_vector(width, dt, lanes)
+    if w > 1:                      # a work-item per row chunk: one index, vector copies
+        src, dst = offsets[k.table.name], offsets[k.out.name]
+        L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+             f"  const int i = {d.index('global', 0)};", f"  if (i >= {n // w}) return;",
+             f"  const int r = i / {width // w}, c = (i % {width // w}) * {w};",
+             f"  int t = as_int(buf[{offsets[k.idx.name]} + r]);",
+             f"  if (t < 0 || t >= {nt}) {{",
+             f"    if ({_bad('t', nt, check)} && c == 0) {_index_report(check, 't', d)}",
+             "    t = 0;", "  }",
+             f"  vstore{w}(vload{w}(0, buf + {src} + t*{width} + c), 0, "
+             f"buf + {dst} + r*{width} + c);", "}"]
+        return K.Source(name, "\n".join(L), (K._cdiv(max(n // w, 1), 16) * 16,), (16,))
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int i = {d.index('global', 0)};", f"  if (i >= {n}) return;",
          f"  const int r = i / {max(width, 1)}, c = i % {max(width, 1)};",
@@ -852,12 +868,29 @@ def gather(name: str, k: Gather, offsets: dict, d: Dialect,
 
 
 def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect,
-                check=(1, None)) -> K.Source:
-    """One work-item per column: zero it, then add the updates in index order (no races).
-    A bad index is recorded under ``check[0]`` (column 0 reports it) and skipped."""
+                check=(1, None), lanes: int = 1) -> K.Source:
+    """One work-item per column (per vector of ``lanes`` columns on a CPU target, float32):
+    zero it, then add the updates in index order (no races). A bad index is recorded under
+    ``check[0]`` (column 0 reports it) and skipped."""
     nout, width, nidx = k.out.shape[0], k.out.size // max(k.out.shape[0], 1), k.idx.size
     o, u, ix = offsets[k.out.name], offsets[k.updates.name], offsets[k.idx.name]
     dt, scale = k.out.dtype, D.per_float(k.out.dtype)
+    w = _row_vector(width, dt, lanes)
+    if w > 1:                      # a work-item per chunk of columns, vector adds
+        v = f"float{w}"
+        L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+             f"  const int c = {d.index('global', 0)} * {w};", f"  if (c >= {width}) return;",
+             f"  for (int t = 0; t < {nout}; t++) vstore{w}(({v})(0.0f), 0, "
+             f"buf + {o} + t*{width} + c);",
+             f"  for (int i = 0; i < {nidx}; i++) {{",
+             f"    int t = as_int(buf[{ix} + i]);",
+             f"    if (t < 0 || t >= {nout}) {{",
+             f"      if ({_bad('t', nout, check)} && c == 0) {_index_report(check, 't', d)}",
+             "      continue;", "    }",
+             f"    {d.pointer()} y = buf + {o} + t*{width} + c;",
+             f"    vstore{w}(vload{w}(0, y) + vload{w}(0, buf + {u} + i*{width} + c), 0, y);",
+             "  }", "}"]
+        return K.Source(name, "\n".join(L), (width // w,), (1,))
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int c = {d.index('global', 0)};", f"  if (c >= {width}) return;"]
     if dt == "float32":
@@ -882,6 +915,13 @@ def scatter_add(name: str, k: ScatterAdd, offsets: dict, d: Dialect,
               "    " + D.store(f"{o * scale} + t*{width} + c", D.round_to("s", dt), dt),
               "  }", "}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(width, 1), 8) * 8,), (8,))
+
+
+def _row_vector(width: int, dtype: str, lanes: int) -> int:
+    """Vector width (16, 8 or 4 floats, at most ``lanes``) for rows of ``width`` float32s;
+    1 when the rows do not split into such vectors or are not float32."""
+    fits = [w for w in (16, 8, 4) if w <= lanes and width % w == 0]
+    return fits[0] if fits and dtype == "float32" else 1
 
 
 RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, Copy: copy,
@@ -919,7 +959,7 @@ def kernel(name: str, k, offsets: dict, d: Dialect,
     elif fn is dot_product:
         out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector)
     elif fn in (gather, scatter_add):
-        out = fn(name, k, offsets, d, check)
+        out = fn(name, k, offsets, d, check, lanes=target.vector)
     else:
         out = fn(name, k, offsets, d)
     out = out if isinstance(out, list) else [out]

@@ -14,6 +14,7 @@ flops: a 6-layer d64 transformer step has hundreds of them. Chaining trades the 
 core for the launch overhead, so only kernels whose :func:`work` is at most
 :data:`CHAIN_WORK` join a chain; a larger kernel keeps its parallel launch and ends the
 chain, as does a complete work-group kernel (``Source.whole``: the GPU tree reduction).
+On one core there is no second core to lose: every kernel joins (:func:`default_work`).
 Chains never cross a Feeder write or Receiver read (those are queue commands between
 launches) nor a loop boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
 sequential C, so the order of the bodies is the program order and no barrier is needed.
@@ -38,10 +39,23 @@ def is_cpu(device) -> bool:
     return bool(device.type & cl.device_type.CPU)
 
 
+#: chain limit on a CPU device that runs on one core: every kernel joins a chain
+ONE_CORE_WORK = 1 << 62
+
+
 def default_work(device) -> int:
-    """:data:`CHAIN_WORK` on a CPU device; 0 (no chains) elsewhere: a GPU needs every
-    work-item it can get, and a one-work-item launch would waste all but one."""
-    return CHAIN_WORK if is_cpu(device) else 0
+    """:data:`CHAIN_WORK` on a CPU device; :data:`ONE_CORE_WORK` (every kernel chained) on
+    a CPU device that runs on one core (one compute unit, or this process pinned to one
+    core): nothing runs beside a chain then, while each launch still costs PoCL's
+    scheduling and a switch between the host thread and PoCL's worker (the main job, W5,
+    pinned to one core: 59-70 -> 47-59 ms of CPU per step, 314 launches -> 6); 0 (no
+    chains) elsewhere: a GPU needs every work-item it can get, and a one-work-item launch
+    would waste all but one."""
+    if not is_cpu(device):
+        return 0
+    from .prejit import usable_cores
+    units = getattr(device, "max_compute_units", None) or usable_cores()
+    return ONE_CORE_WORK if min(units, usable_cores()) == 1 else CHAIN_WORK
 
 
 #: flops one point of a non-matmul kernel counts for: in a chain, a body runs its points

@@ -8,7 +8,8 @@ fused PrimFunc holding a ``dot`` block (:data:`.te_ops.DOT_BLOCK`), this schedul
   ``batch, i_o, j_o, k, i_i, j_i``: a ``TILE_I x TILE_J`` accumulator tile stays in cache
   while ``k`` streams, each ``k`` step a rank-1 update vectorized along ``j_i``;
 * moves the elementwise epilogue (bias, activation) into the ``j_o`` loop, so it runs on
-  the tile while it is hot;
+  the tile while it is hot, when it runs over exactly the product's space (an epilogue
+  over a larger one, a product padded into a gradient sum, stays after the product);
 * parallelizes the outer tile loop when the kernel has enough work, and splits the
   reduction's init off last (``decompose_reduction`` must follow ``parallel``).
 
@@ -75,11 +76,17 @@ def _schedule_dot(sch: Schedule, block) -> bool:
     if None in exts:
         return False
     m, n, kk = exts
+    space = [_extent(sch, lp) for lp in (*batch, i, j)]
+    # only consumers over exactly the product's space move into its tile loop: one over a
+    # larger space (a padded or concatenated gradient) would be computed on the product's
+    # rows only, leaving the rest of its output unwritten
+    same = [c for c in sch.get_consumers(block)
+            if [_extent(sch, lp) for lp in sch.get_loops(c)] == space]
     io, ii = sch.split(i, [None, _tile(m, TILE_I)])
     jo, ji = sch.split(j, [None, _tile(n, TILE_J)])
     sch.reorder(*batch, io, jo, k, ii, ji)
     # epilogue: consumers of the matmul computed on the tile
-    for c in sch.get_consumers(block):
+    for c in same:
         _try(sch.reverse_compute_at, c, jo)
     size = m * n * kk
     for b in batch:
