@@ -10,6 +10,8 @@ Passes, in this order, each over every statement list (``For`` bodies separately
    (inlined into the source) + its elementwise consumers over the kept space.
 3. :mod:`.elw` (``ElwFuse``): remaining elementwise chains and trees -> one kernel, with
    several outputs where a value is also needed outside the group.
+4. :mod:`.remat` (``Remat``): a group stores the cheapest set of its values (a min cut);
+   later kernels recompute the other elementwise values they read from it.
 
 Policy (TVM's op patterns with tinygrad's one-reduction rule). Ops rank, from most to least
 fusable: elementwise < broadcast < injective (views: already index arithmetic here) <
@@ -41,8 +43,9 @@ from .dp_elw import fuse_dp_elw
 from .elw import fuse_elw
 from .group import map_lists
 from .reduce_elw import fuse_reduce_elw
+from .remat import remat
 
-PASSES = (fuse_dp_elw, fuse_reduce_elw, fuse_elw)
+PASSES = (fuse_dp_elw, fuse_reduce_elw, fuse_elw, remat)
 
 
 def fuse(program: Program, passes=PASSES) -> Program:
@@ -53,7 +56,7 @@ def fuse(program: Program, passes=PASSES) -> Program:
     program : Program
         An unfused program from :func:`autodiff.procedural.lower.lower`.
     passes : sequence of callables
-        Statement-list passes to run, in order (default: DP+Elw, Reduce+Elw, ElwFuse).
+        Statement-list passes to run, in order (default: DP+Elw, Reduce+Elw, ElwFuse, Remat).
 
     Returns
     -------
@@ -85,4 +88,4 @@ def _fuse(program: Program, passes) -> Program:
     return Program(body, bufs, dict(program.outputs), "fused", program.graph)
 
 
-__all__ = ["fuse", "fuse_dp_elw", "fuse_reduce_elw", "fuse_elw", "PASSES"]
+__all__ = ["fuse", "fuse_dp_elw", "fuse_reduce_elw", "fuse_elw", "remat", "PASSES"]
