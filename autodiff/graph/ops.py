@@ -436,6 +436,13 @@ def dot(a: Node, b: Node) -> Node:
     if len(a.shape) == 0 or len(b.shape) == 0:
         raise ShapeError("matmul", [a.shape, b.shape], user_site(),
                          "operands must have >= 1 dim")
+    if len(a.shape) > 2 and len(b.shape) == 2 and a.shape[-1] == b.shape[0]:
+        # a batch against one matrix (``x @ W.T`` on [..., in]): fold the batch into the
+        # rows, as torch.matmul does -- one 2-D product, and a weight gradient that is one
+        # product over all rows rather than a batched product summed over the batch
+        lead = a.shape[:-1]
+        flat = dot(reshape(a, (math.prod(lead), a.shape[-1])), b)
+        return reshape(flat, lead + (b.shape[-1],))
     squeeze = []
     if len(a.shape) == 1:
         a = reshape(a, (1,) + a.shape)

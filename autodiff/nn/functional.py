@@ -210,14 +210,11 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias``: ``x [..., in]``, ``weight [out, in]``, ``bias [out]``.
 
-    Leading dims are folded into one (``[N, in] @ [in, out]``), so the product is a single
-    2-D DOT and the weight gradient a single DOT too, instead of a batched DOT against a
-    broadcast weight followed by a sum over the batch.
+    ``matmul`` folds the leading dims into one (``[N, in] @ [in, out]``), so the product is
+    a single 2-D DOT and the weight gradient a single DOT too, instead of a batched DOT
+    against a broadcast weight followed by a sum over the batch.
     """
-    lead = x.shape[:-1]
-    y = (x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x) @ weight.T
-    if x.ndim > 2:
-        y = y.reshape(*lead, weight.shape[0])
+    y = x @ weight.T
     return y + bias if bias is not None else y
 
 

@@ -22,7 +22,9 @@ def _weight_grad_program(shape=(3, 4, 5), n=6, steps=2):
 
     def build():
         def step():
-            y = x @ w
+            # a weight expanded over the batch (a 2-D weight would be folded into the
+            # rows by matmul itself: tests/graph/test_ops_matmul_fold.py)
+            y = x @ w.expand(*shape[:-2], *w.shape)
             (y * y).sum().backward()
             with ad.no_grad():
                 w.sub_(w.grad, alpha=0.01)

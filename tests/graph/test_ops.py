@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import autodiff as ad
+from autodiff.graph.ir import Op
 from op_helper import check_op, rand_inputs
 
 BROADCAST_PAIRS = [
@@ -173,9 +174,37 @@ def test_where_with_scalar_branch():
     ((4,), (4,)),                # dot product
     ((4,), (2, 4, 3)),           # 1-D @ batched
     ((2, 3, 4), (4,)),           # batched @ 1-D
+    ((2, 3, 2, 4), (4, 5)),      # two batch dims against one matrix (folded into rows)
 ])
 def test_matmul(sa, sb):
     check_op([sa, sb], lambda x, y: x @ y)
+
+
+def _ancestors(node):
+    seen, todo = {}, [node]
+    while todo:
+        n = todo.pop()
+        if n.id not in seen:
+            seen[n.id] = n
+            todo.extend(n.srcs)
+    return seen.values()
+
+
+def test_batch_against_one_matrix_is_one_2d_product():
+    # as torch.matmul: [B, T, K] @ [K, N] folds B*T into the rows, so the product and the
+    # weight gradient are single 2-D DOTs (no batched product summed over the batch)
+    rng = np.random.default_rng(0)
+    x = ad.tensor(rng.standard_normal((2, 3, 4)).astype(np.float32))
+    w = ad.Tensor(rng.standard_normal((4, 5)).astype(np.float32), requires_grad=True)
+    y = x @ w
+    assert y.shape == (2, 3, 5)
+    y.sum().backward()
+    dots = [n for n in _ancestors(w.grad.node) if n.op is Op.DOT]
+    assert dots and all(len(n.shape) == 2 for n in dots)
+    assert {n.shape for n in _ancestors(y.node) if n.op is Op.DOT} == {(6, 5)}
+    ad.execute()
+    np.testing.assert_allclose(w.grad.numpy(), np.einsum("btk,btn->kn", x.numpy(),
+                               np.ones((2, 3, 5), np.float32)), rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_functions():
