@@ -596,6 +596,8 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
         va, vb, M, N, mv, nv = k.b, k.a, N, M, nv, mv
     a = _affine_ref(vals, va, bv + [mv, k.k])
     b = _affine_ref(vals, vb, bv + [k.k, nv])
+    tile = K.fit_tile(tile, N)
+    cols = K.tile_columns(tile)
     pre = []
     consts = any(r is not None and r.const is not None for r in (a, b))
     if not batch and not consts and SCRATCH_A in offsets and Kd >= PANEL_MIN_K and \
@@ -633,8 +635,8 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
     def store(acc, w, rexpr, cexpr):
         col = Var(cexpr, N)            # a multiple of w: n0 = 16 g0 (+ 8 for a half)
         vs = Values(offsets, {**benv, mv: row, nv: col}, acc, hv.hoisted,
-                    align=w if N % K.TN == 0 else 0)
-        body = _stores(vs, k.outs, w, col, None if N % K.TN == 0 else N)
+                    align=w if N % cols == 0 else 0)
+        body = _stores(vs, k.outs, w, col, None if N % cols == 0 else N)
         lanes = [] if all(vs.vectorizable(o.value, col) for o in k.outs) else \
             lane_decls(col, w)
         return [f"{{ const int rr = {rexpr};"] + lanes + body + ["}"]
@@ -654,10 +656,11 @@ PANEL_MIN_K = 32
 
 def pack_sizes(k: DotProduct) -> tuple[int, int]:
     """Floats of scratch needed to pack the A and B operands of a DotProduct (row-major,
-    or in panels padded to 8 rows and 16 columns)."""
+    or in panels padded to 8 rows, and to whole tiles of up to :data:`.kernels.WIDE`
+    columns: a wide tile reads the panel after the last one)."""
     *batch, M, N = k.shape
     B, Kd = math.prod(batch), k.k.extent
-    return B * (M + 8) * Kd, B * Kd * (N + 16)
+    return B * (M + 8) * Kd, B * Kd * (max(N, M) + K.WIDE)
 
 
 def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets, d,

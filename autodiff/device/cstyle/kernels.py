@@ -34,6 +34,8 @@ from .dialect import Dialect
 #: floats of slack kept before the first and after the last buffer of an arena.
 SLACK = 32
 TM, TN = 8, 16          # register tile of the broadcast form (rows x float16 columns)
+PANEL = TN              # columns of a packed B panel (any tile reads whole panels)
+WIDE = 32               # the widest tile's columns (two panels)
 DM, DN, VK = 4, 4, 16   # register tile of the dot form and its vector width along K
 
 Epilogue = Callable[[str, int, str, str], str]
@@ -116,9 +118,26 @@ def store_lanes(v: str, width: int, ptr: str, col: str, ncols: int | None) -> li
 Store = Callable[[str, int, str, str], list[str]]
 
 
+def tile_columns(tile: tuple[int, int, int]) -> int:
+    """Columns of C one register ``tile`` ``(rows, width, vectors)`` computes."""
+    return tile[1] * tile[2]
+
+
+def fit_tile(tile: tuple[int, int, int], N: int) -> tuple[int, int, int]:
+    """``tile``, or the same rows with half its vectors when its columns are more than
+    :data:`TN` and ``N`` would leave a quarter or more of the last column tile empty (a
+    product narrower than the tile computes columns it never stores)."""
+    rows, w, nv = tile
+    cols = tile_columns(tile)
+    if cols > TN and nv % 2 == 0 and -N % cols * 4 >= N:
+        return fit_tile((rows, w, nv // 2), N)
+    return tile
+
+
 def ref_store(c: Ref, N: int, batch: tuple[int, ...] = (),
-              epilogue: Epilogue | None = None) -> Store:
-    """The store hook writing ``epilogue(acc)`` into ``c`` (column stride 1)."""
+              epilogue: Epilogue | None = None, cols: int = TN) -> Store:
+    """The store hook writing ``epilogue(acc)`` into ``c`` (column stride 1); ``cols``: the
+    tile's columns (a partial last tile stores lane by lane)."""
     if c.strides[-1] != 1:
         raise ValueError(f"matmul output must be contiguous along N, strides {c.strides}")
     epi = epilogue or (lambda v, w, r, col: v)
@@ -126,7 +145,7 @@ def ref_store(c: Ref, N: int, batch: tuple[int, ...] = (),
 
     def store(acc, w, row, col):
         ptr = f"(buf + {c.offset} + {boff} + ({row})*{c.strides[-2]} + {col})"
-        return store_lanes(epi(acc, w, row, col), w, ptr, col, None if N % TN == 0 else N)
+        return store_lanes(epi(acc, w, row, col), w, ptr, col, None if N % cols == 0 else N)
     return store
 
 
@@ -145,7 +164,8 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
         batch: batch dims (the same for all operands).
         epilogue: with a ``Ref`` output, see the module docstring; ``row``/``col`` index C.
         tile: register tile of the broadcast form, ``(rows, width, vectors)`` with
-            ``width * vectors == 16`` (:mod:`.target`).
+            ``width * vectors`` 16 or 32 columns (:mod:`.target`; narrowed by
+            :func:`fit_tile` for a narrow N).
         prelude: C statements run by each work-item before the tile loop (declarations
             the store hook uses; the flat batch index ``bi`` is in scope).
 
@@ -159,7 +179,8 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
     for r in (a, b) + ((c,) if isinstance(c, Ref) else ()):
         if len(r.strides) != nb + 2:
             raise ValueError(f"{name}: strides {r.strides} do not match batch {batch} + 2")
-    store = ref_store(c, N, batch, epilogue) if isinstance(c, Ref) else c
+    tile = fit_tile(tile, N)
+    store = ref_store(c, N, batch, epilogue, tile_columns(tile)) if isinstance(c, Ref) else c
     sam, sak = a.strides[-2:]
     sbk, sbn = b.strides[-2:]
     B = math.prod(batch)
@@ -205,21 +226,30 @@ def group_size(gs: tuple[int, int]) -> tuple[int, int, int]:
 
 def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=None,
                   tile=(TM, TN, 1), panels=(False, False)):
-    """``rows`` x 16 tile: acc_i += A[m_i, k] (broadcast) * B[k, n:n+16] for ``rows`` rows
-    m_i (as many as there are when M is smaller: no clamped rows computed in vain), each
-    row held in ``vectors`` registers of ``float{width}`` (``tile``). ``panels``: whether
-    A and B are packed in panels (:func:`panel_rows`) and stream contiguously."""
+    """``rows`` x ``width * vectors`` tile: acc_i += A[m_i, k] (broadcast) * B[k, n:n+cols]
+    for ``rows`` rows m_i (as many as there are when M is smaller: no clamped rows
+    computed in vain), each row held in ``vectors`` registers of ``float{width}``
+    (``tile``). ``panels``: whether A and B are packed in panels (:func:`panel_rows`) and
+    stream contiguously; a 32-column tile reads two neighbouring B panels.
+
+    Per k the tile loads ``rows`` broadcasts of A and ``vectors`` vectors of B for
+    ``rows * vectors`` FMAs: with AVX-512 (two 16-float loads and two FMAs per cycle) an
+    8 x 16 tile is bound by its 9 loads per 8 FMAs, an 8 x 32 tile (16 accumulators, the
+    shape of BLIS's Skylake-X micro-kernel) by its FMAs: 116-121 -> 145 GFLOP/s for
+    [512, 512] x [512, 512] and [1024, 128] x [128, 512] from panels (PoCL 3.1, one
+    thread of a Sapphire Rapids core; OpenBLAS 1024^3: 138)."""
     rows, w, nv = tile
+    tc = w * nv
     tm = panel_rows(tile, M)
     vt = vtype(w)
     apanel, bpanel = panels
-    L = [f"  const int n0 = {d.index('global', 0)}*{TN};",
+    L = [f"  const int n0 = {d.index('global', 0)}*{tc};",
          f"  const int m0 = {d.index('global', 1)}*{tm};"]
     acc = lambda i, v: f"acc{i}" if nv == 1 else f"acc{i}_{v}"
     if apanel:
         L.append(f"  {d.pointer(const=True)} ap = A + {d.index('global', 1)}*{K * tm};")
     if bpanel:
-        L.append(f"  {d.pointer(const=True)} bp = B + {d.index('global', 0)}*{K * TN};")
+        L.append(f"  {d.pointer(const=True)} bp = B + {d.index('global', 0)}*{K * tc};")
     for i in range(tm):
         if not apanel:
             L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
@@ -227,7 +257,8 @@ def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=Non
 
     def bload(v):
         if bpanel:
-            return f"vload{w}(0, bp + k*{TN}{f' + {v * w}' if v else ''})"
+            at = v * w // PANEL * K * PANEL + v * w % PANEL     # panel, then lane
+            return f"vload{w}(0, bp + k*{PANEL}{f' + {at}' if at else ''})"
         if bconst is not None:
             return f"({vt})({bconst})"
         if sbn == 0:
@@ -265,13 +296,13 @@ def _mm_broadcast(d, M, N, K, sam, sak, sbk, sbn, store, aconst=None, bconst=Non
               for v in range(nv)]
         L.append("  #pragma unroll 1")
         L.append(f"  for (int i_ = 0; i_ < {tm}; i_++) {guard}{{ " + " ".join(st) + " }")
-        return L, (_cdiv(N, TN), _cdiv(M, tm))
+        return L, (_cdiv(N, tc), _cdiv(M, tm))
     for i in range(tm):
         row = f"(m0+{i})"
         st = [x for v in range(nv) for x in store(acc(i, v), w, row, cols[v])]
         guard = "" if M % tm == 0 else f"if ({row} < {M}) "
         L.append(f"  {guard}{{ " + " ".join(st) + " }")
-    return L, (_cdiv(N, TN), _cdiv(M, tm))
+    return L, (_cdiv(N, tc), _cdiv(M, tm))
 
 
 def panel_rows(tile, M: int) -> int:

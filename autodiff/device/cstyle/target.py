@@ -15,8 +15,9 @@ reports (:func:`autodiff.device.opencl.device.for_device`; the CUDA device's is 
 * the matmul register tile fills the vector register file without spilling: with 16
   registers of 8 floats (AVX2), 6 rows x two ``float8`` accumulators (12 registers, the
   BLIS Haswell micro-kernel shape) ran 2.5-3x faster than 8 rows x one ``float16`` (16
-  registers of accumulators: spills); with 32 registers of 16 floats (AVX-512), 8 x
-  ``float16``;
+  registers of accumulators: spills); with 32 registers of 16 floats (AVX-512), 8 rows x
+  two ``float16`` (16 accumulators, 32 columns: 145 GFLOP/s against 116-121 for 8 x one
+  ``float16``, whose 9 loads per 8 FMAs bound it; BLIS's Skylake-X micro-kernel shape);
 * a GPU gets one point per work-item (``vector`` = 1) and work-group tree reductions.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, replace
 
 #: register tiles ``(rows, vector width, vectors per row)`` by the device's native float
 #: vector width (floats per register)
-TILES = {8: (6, 8, 2), 16: (8, 16, 1)}
+TILES = {8: (6, 8, 2), 16: (8, 16, 2)}
 DEFAULT_TILE = (8, 16, 1)
 
 
@@ -38,7 +39,7 @@ class Target:
             to 16; 1 renders one point per work-item).
         tile: matmul register tile ``(rows, width, vectors)``: each work-item accumulates
             ``rows`` rows of ``vectors`` ``float{width}`` registers (``width * vectors``
-            columns; 16 here).
+            columns: 16, or 32 for two 16-float panels).
         reductions: ``"row"`` (a work-item per row or column block: CPU devices) or
             ``"tree"`` (a work-group per row: GPU devices).
     """
@@ -54,8 +55,9 @@ class Target:
             raise ValueError(f"codegen target: vector must be 1, 2, 4, 8 or 16, not "
                              f"{self.vector!r}")
         rows, width, vectors = self.tile
-        if width * vectors != 16 or rows < 1:
-            raise ValueError(f"codegen target: tile {self.tile} must cover 16 columns")
+        if width * vectors not in (16, 32) or rows < 1:
+            raise ValueError(f"codegen target: tile {self.tile} must cover 16 or 32 "
+                             f"columns")
 
     def with_options(self, **options) -> "Target":
         """A copy with the given fields replaced (``None`` values ignored)."""

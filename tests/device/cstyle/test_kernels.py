@@ -41,10 +41,15 @@ class Arena:
 MM_SHAPES = [(1, 1, 1), (2, 255, 255), (37, 19, 5), (8, 16, 16), (17, 33, 40), (9, 4, 3)]
 LAYOUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
 AVX2 = (6, 8, 2)           # the register tile of 8-float vector registers (target.TILES)
+WIDE = (8, 16, 2)          # ... of 16-float registers: 32 columns (two float16 per row)
+#: N a multiple of 32, and ragged N the wide tile keeps (fit_tile): 255, 120, 80
+WIDE_SHAPES = [(2, 255, 255), (17, 120, 40), (37, 64, 5), (9, 96, 3), (8, 32, 16), (11, 80, 7)]
 MM_CASES = [(M, N, Kd, ta, tb, ()) for M, N, Kd in MM_SHAPES for ta, tb in LAYOUTS] + \
            [(5, 21, 18, 0, tb, (2, 3)) for tb in (0, 1)] + \
            [(M, N, Kd, ta, 0, (), AVX2) for M, N, Kd in MM_SHAPES + [(13, 50, 9), (9, 24, 7)]
-            for ta in (0, 1)] + [(5, 21, 18, 0, 0, (2, 3), AVX2)]
+            for ta in (0, 1)] + [(5, 21, 18, 0, 0, (2, 3), AVX2)] + \
+           [(M, N, Kd, ta, 0, (), WIDE) for M, N, Kd in WIDE_SHAPES for ta in (0, 1)] + \
+           [(5, 64, 18, 0, 0, (2, 3), WIDE)]
 
 
 def _mm_source(ar, name, M, N, Kd, ta, tb, batch, tile=None):
@@ -96,7 +101,8 @@ def matmuls():
 
 
 @pytest.mark.parametrize("case", MM_CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}-t{c[3]}{c[4]}-b{len(c[5])}"
-                                                + ("-avx2" if len(c) > 6 else "")
+                                                + ({AVX2: "-avx2", WIDE: "-wide"}[c[6]]
+                                                   if len(c) > 6 else "")
                                                 for c in MM_CASES])
 def test_matmul_layouts_edges_batches(matmuls, case):
     C, ref = matmuls[0][case]
@@ -106,6 +112,38 @@ def test_matmul_layouts_edges_batches(matmuls, case):
 def test_matmul_writes_nothing_else(matmuls):
     """Edge tiles store only their valid lanes: the rest of the arena is unchanged."""
     np.testing.assert_array_equal(matmuls[1], matmuls[2])   # nan == nan here
+
+
+def test_wide_tile_is_kept_or_narrowed_by_n():
+    assert K.fit_tile(WIDE, 64) == WIDE and K.fit_tile(WIDE, 255) == WIDE
+    assert K.fit_tile(WIDE, 80) == WIDE                 # 16 of 96 columns idle: kept
+    assert K.fit_tile(WIDE, 40) == (8, 16, 1)           # 24 of 64 idle: 16-column tiles
+    assert K.fit_tile(WIDE, 16) == (8, 16, 1) and K.fit_tile(AVX2, 3) == AVX2
+    src = K.matmul("mm", 64, 64, 64, K.Ref(0, (64, 1)), K.Ref(0, (64, 1)),
+                   K.Ref(0, (64, 1)), tile=WIDE, d=OPENCL)
+    assert "acc7_1" in src.src and src.global_size == (2, 8, 1)
+
+
+@pytest.mark.parametrize("M,N,Kd", [(19, 80, 33), (8, 64, 16), (3, 255, 20)])
+def test_wide_tile_reads_two_b_panels(M, N, Kd):
+    """B packed as [ceil(N/16)][K][16] panels: a 32-column tile reads two neighbouring
+    panels; the panel after the last one (read by a ragged last tile) holds NaN and no
+    NaN reaches C."""
+    A = RNG.standard_normal((M, Kd)).astype(np.float32)
+    B = RNG.standard_normal((Kd, N)).astype(np.float32)
+    cols = -(-N // 32) * 32
+    padded = np.full((Kd, cols), np.nan, np.float32)
+    padded[:, :N] = B
+    panels = padded.reshape(Kd, cols // 16, 16).transpose(1, 0, 2).copy()
+    ar = Arena()
+    oa, ob = ar.add(A), ar.add(panels)
+    oc = ar.add(np.full((M, N), -7.0, np.float32))
+    src = K.matmul("mmp", M, N, Kd, K.Ref(oa, (Kd, 1)), K.Ref(ob, (0, 0), panel=True),
+                   K.Ref(oc, (N, 1)), tile=WIDE, d=OPENCL)
+    assert "acc0_1" in src.src
+    out, _ = run_sources([src], ar.host())
+    np.testing.assert_allclose(out[oc:oc + M * N].reshape(M, N), A.astype(np.float64) @ B,
+                               rtol=1e-5, atol=1e-4)
 
 
 def test_matmul_uses_vector_tiles():
