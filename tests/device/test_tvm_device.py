@@ -50,9 +50,25 @@ def test_matmul_bias_relu_fuses_into_one_scheduled_kernel(m, k, n, batch):
     st = rep.stats["tvm"]
     assert st["kernels"] < st["kernels_unfused"]
     assert st.get("scheduled_kernels", 0) + st.get("cache_hit", 0) >= 1
-    script = str(tvm_device.Listing(tvm_device.fuse(tvm_device.translate(g)[1])))
+    lowered = tvm_device.unfold_products(g)           # as compile() does
+    script = str(tvm_device.Listing(tvm_device.fuse(tvm_device.translate(lowered)[1])))
     fused = [line for line in script.splitlines() if "def fused_" in line and "dot" in line]
     assert len(fused) == 1 and "relu" in fused[0], fused
+
+
+def test_unfold_products_batches_a_folded_product_but_keeps_outputs():
+    from autodiff.graph.ir import Op
+    a = RNG.standard_normal((2, 3, 5, 18)).astype(np.float32)
+    w = RNG.standard_normal((21, 18)).astype(np.float32)
+    g = _graph(lambda a, w: (a @ w.T).relu(), a, w)
+    out = tvm_device.unfold_products(g)
+    dots = [n for n in out.walk() if n.op is Op.DOT]
+    assert [d.shape for d in dots] == [(2, 3, 5, 21)]
+    assert not any(n.op is Op.RESHAPE and n.srcs[0].op is Op.DOT for n in out.walk())
+    _, got = _run(g)
+    np.testing.assert_allclose(got, np.maximum(a @ w.T, 0), rtol=1e-5, atol=1e-5)
+    plain = _graph(lambda a, w: a @ w.T, a, w)      # the reshape is the program's output
+    assert tvm_device.unfold_products(plain) is plain
 
 
 def test_epilogue_over_a_larger_space_than_the_product_is_computed_whole():

@@ -38,8 +38,9 @@ from .plan import loops
 from .runtime import Executable
 from .schedule import schedule_module
 from .translate import translate
+from .unfold import unfold_products
 
-__all__ = ["compile", "build", "make_target", "fuse", "Listing"]
+__all__ = ["compile", "build", "make_target", "fuse", "Listing", "unfold_products"]
 
 _CACHE: dict = {}
 
@@ -211,7 +212,8 @@ def compile(graph: Graph, target=None, tune: bool = False, export: str | None = 
     RuntimeError
         A GPU target on a machine without that GPU (after ``export`` was written).
     """
-    lowered = lower_control(graph)
+    # products keep their epilogues (.unfold); control flow as variables (lower_control)
+    lowered = unfold_products(lower_control(graph))
     prefetch = options.get("prefetch")
     steps, ex, listing, stats = build(lowered, target, tune, trials, steps_per_call, prefetch)
     tgt = make_target(target)
