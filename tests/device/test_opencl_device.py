@@ -113,3 +113,43 @@ def test_default_without_platform_raises_and_keeps_the_program(monkeypatch):
         ad.execute()
     assert ad.execute(device="numpy").device == "numpy"
     assert y.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+_PINNED = """
+import os, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+import numpy as np
+import autodiff as ad
+from autodiff.device.opencl import device
+x = ad.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+y = (x * 2 + 1).sum()
+ad.execute(device="opencl")
+print(device.select().name.split("-")[0], float(y.numpy()))
+"""
+
+
+def _pinned_run(env_extra: dict) -> list[str]:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = {k: v for k, v in os.environ.items() if k != "POCL_DEVICES"}
+    env.update(env_extra)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", _PINNED], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@needs_cl
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"),
+                    reason="no CPU affinity call on this platform")
+@pytest.mark.skipif(not _have_platform() or "portable computing language" not in
+                    " ".join(label.lower() for label, _ in device.candidates()),
+                    reason="the one-core driver choice is PoCL's (basic vs pthread)")
+def test_one_core_process_runs_kernels_in_its_own_thread():
+    name, value = _pinned_run({})
+    assert name == "basic" and float(value) == 36.0       # 2 * 15 + 6
+    name, value = _pinned_run({"POCL_DEVICES": "pthread"})  # the user's choice is kept
+    assert name == "pthread" and float(value) == 36.0
