@@ -123,12 +123,18 @@ def test_dispatch_kernels_agree_with_one_wrapper_per_body(opencl_executables, mo
     """With no chains (``chain_work=0``) every kernel of the linear example is an NDRange
     launch: by default the bodies of one local size share a dispatch kernel (a ``switch``
     on its first argument); with ``DISPATCH_MAX = 1`` each body has its own wrapper. Both
-    give the same losses and parameters, and the dispatch program has fewer kernels."""
+    give the same losses and parameters (over 1-D and 2-D work-groups), and the dispatch
+    program has fewer kernels."""
     l0, p0, s0 = _linear(20, chain_work=0)
     monkeypatch.setattr(chain, "DISPATCH_MAX", 1)
     l1, p1, s1 = _linear(20, chain_work=0)
     src0, src1 = (str(e.stages["opencl"]) for e in opencl_executables)
     assert "switch (which)" in src0 and "switch (which)" not in src1
+    # one work-item per group calls the entry's block function (never inlined) for the
+    # whole group: PoCL compiles each body once, not inlined into every switch
+    assert "_block(buf, p0_" in src0 and "__attribute__((noinline)) static void" in src0
+    assert "if ((int)get_local_id(0) | (int)get_local_id(1) | (int)get_local_id(2)) return;" \
+        in src0
     assert s0["program_kernels"] < s1["program_kernels"] == s1["distinct_kernels"]
     assert s0["launches"] == s1["launches"] == s0["kernels"]
     np.testing.assert_allclose(l0, l1, rtol=1e-6, atol=0)

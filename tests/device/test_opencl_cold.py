@@ -102,7 +102,7 @@ def _dispatch_program(n: int):
                    f"buf, const int p0_, const int g0, const int g1, const int g2) {{\n"
                    f"  buf[p0_ + g0] = {i + 1}.0f + g0;\n}}", (4,), (4,),
                    params=("const int p0_",), args=(64 + 4 * i,))
-        bodies.append(b)
+        bodies += [b, Source(f"k{i}_elw_block", chain.block_function(b), (1,), (1,))]
         kernels.append(chain.dispatch(f"d{i}_x1", [b]))
     return render.program(bodies + kernels), kernels
 

@@ -236,11 +236,17 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
     names: dict = {}            # (local size, position // most) -> kernel
+    blocks: set = set()         # entries whose block function the program holds
     for local, group in entries.items():
         items = sorted(group.values(), key=lambda x: x[0])
         for j in range(0, len(items), most):
             part = [e for _, e, _ in items[j:j + most]]
             if most > 1:
+                for e in part:                  # each entry's block function once
+                    if e.name not in blocks:
+                        blocks.add(e.name)
+                        out.append(Source(f"{e.name}_block", chain.block_function(e),
+                                          (1,), (1,)))
                 src = chain.dispatch(f"d{len(out)}_x{len(part)}", part)
             elif items[j][2]:                   # a chain kernel
                 src = part[0]
