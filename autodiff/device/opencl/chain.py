@@ -153,9 +153,11 @@ def block_function(body: Source, d=OPENCL) -> str:
     Why not inline: PoCL 3.1 optimises a kernel as one function, and with every entry's
     body inlined into a dispatch kernel's ``switch`` that function grows with the entries;
     its JIT then costs 2-3x more than the same bodies as separate functions (the main job's
-    12-case matmul dispatch kernel: 1.45 s -> 0.52 s, its whole program 5.7 -> 2.7 s of
-    CPU). A call per work-group, not per work-item, keeps the run time: the group's
-    work-items run in this function's plain loops, as PoCL's own work-item loop would."""
+    12-case matmul dispatch kernel: 1.45 -> 0.52 s with its bodies never inlined; the
+    whole training program with block functions: 5.7 -> 3.1 s of JIT CPU). A call per
+    work-group, not per work-item, keeps the run time (a call per work-item cost its
+    elementwise kernels 16%): the group's work-items run in this function's plain loops,
+    as PoCL's own work-item loop would."""
     names = [p.split()[-1] for p in body.params]
     size = tuple(body.local_size) + (1,) * (3 - len(body.local_size))
     params = [f"{d.pointer()} restrict buf"] + list(body.params) + \
