@@ -426,7 +426,9 @@ def dot(a: Node, b: Node) -> Node:
     """Matrix product ``a @ b`` for ``a [..., M, K]`` and ``b [..., K, N]``.
 
     1-D operands follow numpy (a vector is promoted to a matrix, then the added dim is
-    removed); batch dims broadcast. Operands are promoted to one dtype (bool is rejected,
+    removed); batch dims broadcast. A batch against one matrix (``a [..., M, K]``, ``b [K,
+    N]``) is folded into the rows, as ``torch.matmul`` does: one ``[prod(...) * M, K] @ [K,
+    N]`` DOT between two reshapes. Operands are promoted to one dtype (bool is rejected,
     as in PyTorch); float16/bfloat16 accumulate in float32, integers in int32.
     """
     dt = dtypes.promote_types(a.dtype, b.dtype).name

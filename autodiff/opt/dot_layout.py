@@ -18,10 +18,8 @@ meets, and a product whose operands a rewrite changed is taken by the next sweep
 """
 from __future__ import annotations
 
-from collections import Counter
-
-from ..graph.ir import Graph, Node, Op, bodies
-from .rewrite import rebuild
+from ..graph.ir import Graph, Node, Op
+from .rewrite import readers, rebuild
 
 
 def _swap(n: int) -> tuple[int, ...]:
@@ -41,18 +39,6 @@ def _transposed(x: Node, like: Node) -> Node:
                 x.requires_grad)
 
 
-def _readers(graph: Graph) -> Counter:
-    """Node id -> number of reads: as an operand or a sub-graph's output; a program
-    output counts twice (it is never rewritten)."""
-    reads: Counter = Counter()
-    for n in graph.walk():
-        reads.update(s.id for s in n.srcs)
-        for sub in bodies(n):
-            reads.update(o.id for o in sub.outputs)
-    reads.update(2 * [o.id for o in graph.outputs])
-    return reads
-
-
 def dot_layout(graph: Graph, max_sweeps: int = 4) -> Graph:
     """The graph with every transposed-only ``DOT`` computed in its readers' layout.
 
@@ -64,7 +50,7 @@ def dot_layout(graph: Graph, max_sweeps: int = 4) -> Graph:
         A new :class:`Graph` (or ``graph`` itself when no rule applies).
     """
     for _ in range(max_sweeps):
-        reads = _readers(graph)
+        reads = readers(graph)
         todo = {n.id for n in graph.walk()
                 if _is_swap(n) and n.srcs[0].op is Op.DOT and reads[n.srcs[0].id] == 1}
         if not todo:

@@ -10,11 +10,11 @@ a node whose operands changed is copied with :meth:`Node.replace`.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..graph.ir import CONTROL, EFFECT, Graph, Node, Op, with_bodies
+from ..graph.ir import CONTROL, EFFECT, Graph, Node, Op, bodies, with_bodies
 
 _ANY = object()
 
@@ -122,6 +122,19 @@ class PatternMatcher:
                 if r is not None:
                     return r
         return None
+
+
+def readers(graph: Graph) -> Counter:
+    """Node id -> number of reads, sub-graphs included: as an operand or as a sub-graph's
+    output; a program output counts twice (a rule that rewrites a node read once never
+    takes it). O(nodes + edges)."""
+    reads: Counter = Counter()
+    for n in graph.walk():
+        reads.update(s.id for s in n.srcs)
+        for sub in bodies(n):
+            reads.update(o.id for o in sub.outputs)
+    reads.update(2 * [o.id for o in graph.outputs])
+    return reads
 
 
 def rebuild(graph: Graph, visit: Callable[[Node], Node], enter_loop=None, leave_loop=None,

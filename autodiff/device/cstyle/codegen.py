@@ -657,7 +657,8 @@ PANEL_MIN_K = 32
 def pack_sizes(k: DotProduct) -> tuple[int, int]:
     """Floats of scratch needed to pack the A and B operands of a DotProduct (row-major,
     or in panels padded to 8 rows, and to whole tiles of up to :data:`.kernels.WIDE`
-    columns: a wide tile reads the panel after the last one)."""
+    columns: a wide tile reads the panel after the last one; ``max(N, M)``: a product
+    computed transposed packs its A as the B panels)."""
     *batch, M, N = k.shape
     B, Kd = math.prod(batch), k.k.extent
     return B * (M + 8) * Kd, B * Kd * (max(N, M) + K.WIDE)

@@ -20,21 +20,17 @@ from collections import Counter
 
 from ...graph.ir import Graph, Node, Op, bodies
 from ...opt.prune import prune
-from ...opt.rewrite import rebuild
+from ...opt.rewrite import readers, rebuild
 
 
 def _readers(graph: Graph) -> tuple[Counter, set]:
-    """Reads per node id (as an operand or an output), and the ids of every output of the
-    program and its sub-graphs (kept as they are: the runtime finds them by id)."""
-    reads: Counter = Counter()
+    """:func:`~autodiff.opt.rewrite.readers`, and the ids of every output of the program
+    and its sub-graphs (kept as they are: the runtime finds them by id)."""
     outs = {o.id for o in graph.outputs}
     for n in graph.walk():
-        reads.update(s.id for s in n.srcs)
         for sub in bodies(n):
-            reads.update(o.id for o in sub.outputs)
             outs.update(o.id for o in sub.outputs)
-    reads.update(2 * [o.id for o in graph.outputs])
-    return reads, outs
+    return readers(graph), outs
 
 
 def _folded(n: Node, reads: tuple[Counter, set]) -> tuple[Node, Node] | None:
