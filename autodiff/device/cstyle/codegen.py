@@ -579,10 +579,12 @@ def _affine_ref(vals: Values, v: Value, vars_: list[Var]) -> K.Ref | None:
 
 
 def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
-                tile: tuple[int, int, int] = (K.TM, K.TN, 1), width: int = 1) -> list:
+                tile: tuple[int, int, int] = (K.TM, K.TN, 1), width: int = 1,
+                micro: bool = False) -> list:
     """A matmul tile kernel with the outputs' epilogue fused (register ``tile``, see
     :func:`.kernels.matmul`), or a scalar fallback; operands that are not strided arrays
-    are first packed by kernels of ``width`` lanes per work-item."""
+    are first packed by kernels of ``width`` lanes per work-item. ``micro``: the tile loop
+    of a product from panels is the shared :func:`.kernels.micro_kernel`."""
     if math.prod(k.shape) == 0:
         return [_dot_scalar(name, k, offsets, d)]          # an empty product: no tiles
     *batch, M, N = k.shape
@@ -641,7 +643,7 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
             lane_decls(col, w)
         return [f"{{ const int rr = {rexpr};"] + lanes + body + ["}"]
     return pre + [K.matmul(name, M, N, Kd, a, b, store, batch, d=d, tile=tile,
-                           prelude=prelude)]
+                           prelude=prelude, micro=micro)]
 
 
 #: offsets keys of the two scratch regions operands are packed into
@@ -985,7 +987,8 @@ def kernel(name: str, k, offsets: dict, d: Dialect,
     elif fn is elementwise:
         out = elementwise(name, k, offsets, d, width=target.vector)
     elif fn is dot_product:
-        out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector)
+        out = dot_product(name, k, offsets, d, tile=target.tile, width=target.vector,
+                          micro=target.micro)
     elif fn in (gather, scatter_add):
         out = fn(name, k, offsets, d, check, lanes=target.vector)
     else:

@@ -42,10 +42,15 @@ class Target:
             columns: 16, or 32 for two 16-float panels).
         reductions: ``"row"`` (a work-item per row or column block: CPU devices) or
             ``"tree"`` (a work-group per row: GPU devices).
+        micro: matmuls from packed panels call one shared tile loop per tile shape
+            (:func:`.kernels.micro_kernel`) instead of inlining it in every kernel: less
+            code for a JIT that compiles every kernel body (PoCL); off where the compiler
+            should specialise each product (GPUs, CUDA).
     """
     vector: int = 1
     tile: tuple[int, int, int] = DEFAULT_TILE
     reductions: str = "row"
+    micro: bool = False
 
     def __post_init__(self):
         if self.reductions not in ("row", "tree"):

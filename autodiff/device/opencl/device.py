@@ -120,4 +120,5 @@ def for_device(device) -> Target:
         return Target(vector=1, tile=DEFAULT_TILE, reductions="tree")
     native = int(getattr(device, "native_vector_width_float", 8) or 8)
     native = native if native in (4, 8, 16) else 8
-    return Target(vector=native, tile=TILES.get(native, DEFAULT_TILE), reductions="row")
+    return Target(vector=native, tile=TILES.get(native, DEFAULT_TILE), reductions="row",
+                  micro=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import Source
+from ..cstyle.kernels import Source, micro_kernels
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
@@ -59,5 +59,6 @@ def program(sources: list[Source], d: Dialect = OPENCL) -> str:
     """The source of one program holding every kernel; helpers, inline math and the Philox
     generator (with its iteration-word kernel) first."""
     parts = [d.preamble, mathlib.preamble(), HELPERS, D.HELPERS, PHILOX]
+    parts += micro_kernels("\n".join(s.src for s in sources), d)
     parts += [s.src for s in sources]
     return "\n".join(p for p in parts if p)

@@ -146,6 +146,58 @@ def test_wide_tile_reads_two_b_panels(M, N, Kd):
                                rtol=1e-5, atol=1e-4)
 
 
+def _panels(X, cols: int, rows: bool = False) -> np.ndarray:
+    """``X`` [K, N] as B panels ([ceil(N/16)][K][16], NaN past N up to ``cols``), or with
+    ``rows`` ``X`` [M, K] as A panels of ``cols`` rows ([ceil(M/cols)][K][cols])."""
+    if rows:
+        M, Kd = X.shape
+        padded = np.full((-(-M // cols) * cols, Kd), np.nan, np.float32)
+        padded[:M] = X
+        return padded.reshape(-1, cols, Kd).transpose(0, 2, 1).copy()
+    Kd, N = X.shape
+    padded = np.full((Kd, cols), np.nan, np.float32)
+    padded[:, :N] = X
+    return padded.reshape(Kd, cols // 16, 16).transpose(1, 0, 2).copy()
+
+
+@pytest.mark.parametrize("tile", [WIDE, AVX2, (8, 16, 1)])
+@pytest.mark.parametrize("M,N,Kd,apanel", [(19, 80, 33, False), (3, 64, 20, False),
+                                           (16, 96, 7, True), (5, 37, 12, True)])
+def test_shared_tile_loop_matches_the_inline_one(tile, M, N, Kd, apanel):
+    """``micro=True``: the tile loop is one call of the shared function (its definition
+    pulled into the program once, by name), with A read from rows or from panels; the
+    results equal the inline loop's bit for bit and numpy's to rounding."""
+    A = RNG.standard_normal((M, Kd)).astype(np.float32)
+    B = RNG.standard_normal((Kd, N)).astype(np.float32)
+    bias = RNG.standard_normal(N).astype(np.float32)
+    ar = Arena()
+    tm = K.panel_rows(K.fit_tile(tile, N), M)
+    oa = ar.add(_panels(A, tm, rows=True) if apanel else A)
+    ob = ar.add(_panels(B, -(-N // 32) * 32))
+    obias = ar.add(bias)
+    outs = [ar.add(np.full((M, N), -7.0, np.float32)) for _ in range(2)]
+    epi = lambda v, w, r, c: f"fmax({v} + vload{w}(0, buf + {obias} + {c}), 0.0f)"
+    a = K.Ref(oa, (0, 0), panel=True) if apanel else K.Ref(oa, (Kd, 1))
+    srcs = [K.matmul(f"mm{m}", M, N, Kd, a, K.Ref(ob, (0, 0), panel=True),
+                     K.Ref(oc, (N, 1)), epilogue=epi, tile=tile, d=OPENCL, micro=m)
+            for m, oc in zip((False, True), outs)]
+    name = K.micro_name(tm, tile[1], K.fit_tile(tile, N)[2], apanel)
+    assert f"{name}(" in srcs[1].src and "for (int k" not in srcs[1].src
+    assert f"{name}(" not in srcs[0].src
+    from autodiff.device.opencl import render
+    assert render.program(srcs + srcs).count(f"static void {name}(") == 1
+    out, _ = run_sources(srcs, ar.host())
+    got = [out[oc:oc + M * N].reshape(M, N) for oc in outs]
+    np.testing.assert_array_equal(got[1], got[0])
+    np.testing.assert_allclose(got[1], np.maximum(A.astype(np.float64) @ B + bias, 0),
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_shared_tile_loop_names_are_checked():
+    with pytest.raises(ValueError, match="not a shared tile loop"):
+        K.micro_kernel("_ad_mm8x16", OPENCL)
+
+
 def test_matmul_uses_vector_tiles():
     src = K.matmul("mm", 64, 64, 64, K.Ref(0, (64, 1)), K.Ref(0, (64, 1)), K.Ref(0, (64, 1)),
                    d=OPENCL)
