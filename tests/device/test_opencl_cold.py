@@ -136,11 +136,46 @@ def test_the_helper_alone_compiles_every_kernel_from_the_last(tmp_path, fresh_ca
     path.write_text(src)
     claims = tmp_path / "claims"
     claims.mkdir()
-    helper = prejit.start(dev, str(path), [(k.name, (8,), (4,)) for k in kernels], str(claims))
+    helper = prejit.start(dev, str(claims))
+    helper.send([str(path)], [(0, k.name, (8,), (4,)) for k in kernels])
     assert helper.proc.wait(timeout=120) == 0
-    helper.stop()
     assert sorted(os.listdir(claims)) == [str(i) for i in range(len(kernels))]
+    helper.stop()
+    assert not claims.exists()
     assert _compiled(fresh_cache) == {k.name: 1 for k in kernels}
+
+
+def test_an_early_helper_warms_up_builds_its_part_signals_it_and_compiles(tmp_path,
+                                                                          fresh_cache):
+    """Started before the program exists, the helper waits; given two parts it builds its
+    own (``mine``) first and says so (``built-1``), then compiles every kernel of either
+    part from the last; ``wait_built`` returns once the signal is there."""
+    _, dev = device.context()
+    src, kernels = _dispatch_program(4)
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"p{i}.cl")
+        paths[-1].write_text(f"// part {i}\n" + src)
+    helper = prejit.start(dev)
+    assert helper.proc.poll() is None          # waiting for the program
+    helper.send([str(p) for p in paths],
+                [(i % 2, k.name, (8,), (4,)) for i, k in enumerate(kernels)], mine=1)
+    helper.wait_built(1)
+    assert os.path.exists(os.path.join(helper.claims, "built-1"))
+    assert helper.proc.wait(timeout=120) == 0
+    assert sorted(os.listdir(helper.claims)) == ["0", "1", "2", "3", "built-1"]
+    helper.stop()
+    assert sum(_compiled(fresh_cache).values()) == len(kernels)
+
+
+def test_an_unused_early_helper_ends_quietly(fresh_cache):
+    _, dev = device.context()
+    helper = prejit.start(dev)
+    helper.proc.stdin.close()                   # the caller never needed it
+    assert helper.proc.wait(timeout=120) == 0
+    claims = helper.claims
+    helper.stop()
+    assert not os.path.exists(claims)
 
 
 def test_caller_and_helper_split_the_kernels_and_the_program_runs(tmp_path, monkeypatch):
@@ -159,8 +194,10 @@ def test_caller_and_helper_split_the_kernels_and_the_program_runs(tmp_path, monk
     path = tmp_path / "p.cl"
     path.write_text(src)
     prg = cl.Program(ctx, src).build(devices=[dev])
-    launches = [(k.name, (8,), (4,)) for k in kernels]
-    helper, mine = prejit.compile_all(ctx, dev, prg, str(path), launches)
+    programs = prejit.Programs([str(path)], lambda p: None)
+    programs.built[0] = prg
+    launches = [(0, k.name, (8,), (4,)) for k in kernels]
+    helper, mine = prejit.compile_all(ctx, dev, programs, launches)
     assert helper and 1 <= mine <= len(kernels)
     q = cl.CommandQueue(ctx, dev)
     arena = np.zeros(64 + 4 * len(kernels), np.float32)
@@ -183,6 +220,25 @@ def test_results_are_the_same_with_and_without_the_helper(monkeypatch):
     l1, w1, s1, st1 = _train(6, chain_work=0)
     assert s0 == s1 and st0["prejit"] is False
     assert st1["prejit"] is prejit.enabled(device.select())
+    np.testing.assert_array_equal(l1, l0)
+    np.testing.assert_array_equal(w1, w0)
+
+
+def test_a_program_in_two_parts_gives_the_same_results(monkeypatch):
+    """An early helper (forced for this small model) gets the program's second part:
+    each side builds one part, the kernels of both run, and losses and weights equal
+    those of one program compiled with no helper, bit for bit. A small model starts no
+    early helper: one part."""
+    _, dev = device.context()
+    if not prejit.enabled(dev):
+        pytest.skip("prejit needs PoCL on a CPU with more than one core")
+    l0, w0, _, st0 = _train(6, prejit=False, chain_work=0)
+    assert st0["program_parts"] == 1 and len(st0["source_paths"]) == 1
+    monkeypatch.setattr(prejit, "EARLY_NODES", 1)
+    l1, w1, _, st1 = _train(6, chain_work=0)
+    assert st1["program_parts"] == 2 and st1["prejit"] is True
+    srcs = [open(p).read() for p in st1["source_paths"]]
+    assert all("__kernel void d" in x for x in srcs)
     np.testing.assert_array_equal(l1, l0)
     np.testing.assert_array_equal(w1, w0)
 

@@ -29,11 +29,11 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored
-from . import callback, chain, control, prejit, render
+from . import callback, chain, control, prejit, render, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      Receive, build, check_arena)
+                      Receive, build_file, check_arena, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -380,6 +380,18 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
     import pyopencl as cl
     t_all = time.perf_counter()
     ctx, dev = context(opencl_device)
+    helper = prejit.early(dev, graph, options) if chain.is_cpu(dev) else None
+    try:
+        return _compile(graph, report, ctx, dev, helper, t_all, options)
+    finally:
+        if helper is not None:
+            helper.stop()
+
+
+def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
+    """:func:`compile` after the device is chosen; ``helper``: an early :mod:`.prejit`
+    helper (it gets the program's second part) or None."""
+    import pyopencl as cl
     stats: dict = {"device": dev.name.strip()}
     prog, stages = arena.lower(graph, stats, options)
     planned, planned_bytes, plan = arena.plan(prog, stats)
@@ -403,39 +415,55 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1)
     launches = list(by_launch)
     bodies = kernels_.bodies
-    src = render.program([b for b in bodies if not b.whole] + sources)
     counters = any(getattr(la, "counters", False) for la in launches)
-    if counters:
-        src += "\n" + control.SOURCE
+    parts = split.split([b for b in bodies if not b.whole] + sources,
+                        sorted(set(launch_kernel.values())), 2 if helper else 1)
+    texts = [render.program(p) + ("\n" + control.SOURCE if counters else "") for p in parts]
+    part_of = {s.name: i for i, p in enumerate(parts) for s in p
+               if s.name in set(launch_kernel.values())}
     stats["render_s"] = time.perf_counter() - t
     stats["kernels"] = sum(len(m) for _, m in by_launch.values())
     stats["distinct_kernels"] = len(bodies)
     stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
     stats["program_kernels"] = len(set(launch_kernel.values()))
-    stats["source_chars"] = len(src)
+    stats["program_parts"] = len(parts)
+    stats["source_chars"] = sum(map(len, texts))
     if any(isinstance(x, CallbackRead) for x, _ in _walk(prog.body)):
         from .runtime import _blocks
         stats["callbacks"] = callback.trace(steps, _blocks)
     constants = np.array(kernels_.constants, np.float32)
     arena_bytes += constants.nbytes         # the constants region ends the arena
     check_arena(arena_bytes, dev)          # before anything is built or run
+    paths = [write_source(x) for x in texts]
+    switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
+    # each part's kernels together, in first-launch order: this process compiles the first
+    # part's from the front, the helper the last part's from the back
+    first = sorted([(part_of[n], n, g, loc)
+                    for n, g, loc in _first_launches(steps, launch_kernel, switch)],
+                   key=lambda x: x[0])
+    if helper is not None:
+        helper.send(paths, first, mine=len(parts) - 1)   # it builds the last part
+    programs = prejit.Programs(paths, lambda path: build_file(ctx, dev, path))
     t = time.perf_counter()
-    prg, kern, path = build(ctx, dev, src, [philox.SET_KERNEL]
-                            + ([control.SET_KERNEL] if counters else []))
+    programs.get(0)
     stats["build_s"] = time.perf_counter() - t
-    stats["source_path"] = path
+    stats["source_path"] = paths[0]
+    stats["source_paths"] = paths
     stats["prejit"] = False
+    t = time.perf_counter()
     if options.get("prejit", True) and chain.is_cpu(dev):
-        t = time.perf_counter()
-        switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
-        first = _first_launches(steps, launch_kernel, switch)
-        stats["prejit"], mine = prejit.compile_all(ctx, dev, prg, path, first)
-        stats["prejit_s"] = time.perf_counter() - t
+        stats["prejit"], mine = prejit.compile_all(ctx, dev, programs, first, helper)
         stats["prejit_helper_kernels"] = len(first) - mine
+    for i in range(len(parts)):         # the helper's parts, from PoCL's cache
+        programs.get(i, helper)
+    stats["prejit_s"] = time.perf_counter() - t
+    prg = programs.get(0)
+    kern = {n: cl.Kernel(prg, n) for n in [philox.SET_KERNEL] +
+            ([control.SET_KERNEL] if counters else [])}
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
     for la in launches:             # one kernel object per launch: its own arguments
-        la.kernel = cl.Kernel(prg, launch_kernel[la])
+        la.kernel = cl.Kernel(programs.get(part_of[launch_kernel[la]]), launch_kernel[la])
         la.kernel.set_arg(0, buf)
         for i, v in enumerate(launch_args[la], 1):
             la.kernel.set_arg(i, np.int32(v))
@@ -449,7 +477,7 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
                for nid, b in prog.outputs.items()}
     stats["arena_bytes"] = arena_bytes
     stats["compile_s"] = time.perf_counter() - t_all
-    stages["opencl"] = _Listing(src)
+    stages["opencl"] = _Listing("\n".join(texts))
     exe = Executable(ctx, dev, queue, buf, arena_bytes, steps, params, outputs,
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))

@@ -1,4 +1,5 @@
-"""Compile PoCL's work-group functions before the first iteration, on two cores.
+"""Compile PoCL's programs and work-group functions before the first iteration, on two
+cores.
 
 PoCL builds a program (``clBuildProgram``) into LLVM bitcode only; the machine code of a
 kernel -- its *work-group function*, specialised for the local size, a zero global offset
@@ -7,13 +8,25 @@ cost plus the body's code generation: 0.3-1.8 s for a dispatch kernel of matmul 
 measured on PoCL 3.1) and kept in PoCL's disk cache (``POCL_CACHE_DIR``). PoCL 3.1 runs
 that compiler under one lock per process (one global ``LLVMContext``: ``GLOBAL_LLVM_CONTEXT``
 in its ``pocl_llvm_utils.cc``), so however many threads or contexts a process uses, it
-compiles its kernels one after the other on one core.
+compiles its kernels one after the other on one core. A second process is the way to use
+a second core: the *helper* (:func:`start`: this file as a script, the standard library
+and pyopencl only).
 
-:func:`compile_all` compiles the kernels from the first one launched towards the last;
-at the first kernel not found in the cache it starts a helper process (:func:`start`:
-this file as a script, the standard library and pyopencl only) that builds the same
-program source on the same device -- a hit in PoCL's disk cache, the caller's build
-wrote it -- and compiles from the *last* kernel towards the first. A kernel is compiled by launching it as a no-op
+Two ways to run it:
+
+* **Early** (a large program, :func:`early`): the device's compile starts the helper
+  before lowering; while this process lowers, fuses and renders, the helper starts its
+  interpreter and PoCL's compiler (the first build in a process loads LLVM and PoCL's
+  kernel library: 0.7 s). The program is then rendered in two parts (:mod:`.split`): the
+  helper builds one while this process builds the other, then each compiles work-group
+  functions; this process builds the helper's part from PoCL's cache once the helper
+  says it is built (a file ``built-<part>`` in the claims directory).
+* **Late** (:func:`compile_all` with no helper): at the first kernel not found in the
+  cache a helper starts and builds the same program -- a hit in PoCL's disk cache, this
+  process's build wrote it.
+
+:func:`compile_all` compiles the kernels from the first one launched towards the last, the
+helper from the *last* towards the first. A kernel is compiled by launching it as a no-op
 (``which = -1``: no case of a :func:`~.chain.dispatch` kernel's ``switch``) with its real
 global and local sizes, so that the specialisation is the one the real launch looks up;
 the work-group function lands in the shared disk cache (PoCL writes a temporary file and
@@ -26,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -43,6 +57,16 @@ PROBE_S = 0.03
 #: seconds the caller waits at most for the helper's last kernel (then it stops the
 #: helper; the first iteration compiles whatever is missing)
 WAIT_S = 300.0
+
+#: graph IR nodes from which the device's compile starts a helper early (:func:`early`):
+#: the main job's training program has ~3200 and spends ~2 s lowering, fusing and
+#: rendering, a helper's start takes ~1 s; the tests' small programs would only pay for
+#: helpers they never use
+EARLY_NODES = 1500
+
+#: what an early helper builds while it waits for the program: PoCL's first build in a
+#: process loads LLVM and its kernel library
+WARM_SOURCE = "__kernel void _ad_warm(__global float* b) { b[0] = 1.0f; }"
 
 
 def enabled(device) -> bool:
@@ -109,35 +133,64 @@ def _pending_after(ev, seconds: float) -> bool:
     return False
 
 
-def compile_all(ctx, device, prg, source_path: str, launches: list) -> tuple[bool, int]:
-    """Compile the work-group function of each of ``launches`` -- ``(kernel name, global
-    size, local size)`` of :func:`~.chain.dispatch` kernels of ``prg`` (built from
-    ``source_path``), in the order of their first launch -- before the first iteration.
+class Programs:
+    """The parts of one program (:mod:`.split`) as this process builds them: part ``i``
+    from source file ``paths[i]`` with ``build(path)`` (a ``cl.Program``), at first use."""
 
-    This process claims and compiles them from the first on. When one is not done after
-    :data:`PROBE_S` (not in PoCL's cache: a compile), a helper process (:func:`start`)
-    begins from the last, and this process stops at the first kernel the helper has
+    def __init__(self, paths: list[str], build):
+        self.paths, self._build, self.built = list(paths), build, {}
+
+    def get(self, i: int, helper: "Helper | None" = None):
+        """Part ``i``, built now if it is not yet; a part the ``helper`` builds is built
+        here after it (from PoCL's cache) unless the helper has ended."""
+        if i not in self.built:
+            if helper is not None:
+                helper.wait_built(i)
+            self.built[i] = self._build(self.paths[i])
+        return self.built[i]
+
+
+def early(device, graph, options: dict) -> "Helper | None":
+    """A helper started now (before the caller lowers ``graph``) when it will pay: the
+    pre-JIT is on (``options["prejit"]``, default on), ``device`` can use one
+    (:func:`enabled`) and ``graph`` has at least :data:`EARLY_NODES` nodes."""
+    if not options.get("prejit", True) or not enabled(device):
+        return None
+    if sum(1 for _ in graph.walk()) < EARLY_NODES:
+        return None
+    return start(device)
+
+
+def compile_all(ctx, device, programs: Programs, launches: list,
+                helper: "Helper | None" = None) -> tuple[bool, int]:
+    """Compile the work-group function of each of ``launches`` -- ``(part, kernel name,
+    global size, local size)`` of :func:`~.chain.dispatch` kernels of ``programs``, in the
+    order of their first launch -- before the first iteration.
+
+    This process claims and compiles them from the first on. An early ``helper`` (given
+    the program already, :meth:`Helper.send`) compiles from the last. Without one, when a
+    kernel is not done after :data:`PROBE_S` (not in PoCL's cache: a compile), a helper
+    starts and begins from the last. This process stops at the first kernel the helper has
     claimed and waits for the helper to finish (at most :data:`WAIT_S`). A warm cache
-    starts no helper. Returns whether a helper ran and how many kernels (the first ones)
-    this process compiled; the helper compiled the others."""
+    starts no late helper. Returns whether a helper ran and how many kernels (the first
+    ones) this process compiled; the helper compiled the others."""
     import pyopencl as cl
-    helpful = len(launches) >= MIN_KERNELS and enabled(device)
+    helpful = helper is None and len(launches) >= MIN_KERNELS and enabled(device)
     queue = cl.CommandQueue(ctx, device)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
-    claims = tempfile.mkdtemp(prefix="autodiff-prejit-")
-    helper, mine = None, len(launches)
+    claims = helper.claims if helper is not None else tempfile.mkdtemp(prefix="autodiff-prejit-")
+    mine = len(launches)
     try:
-        for i, la in enumerate(launches):
+        for i, (part, *la) in enumerate(launches):
             if not claim(claims, i):            # the helper's from here on
                 mine = i
-                try:
-                    helper.proc.wait(timeout=WAIT_S)
-                except subprocess.TimeoutExpired:
-                    pass
+                helper.wait(WAIT_S)
                 break
-            ev = launch_noop(queue, prg, buf, la)
+            ev = launch_noop(queue, programs.get(part, helper), buf, la)
             if helpful and helper is None and _pending_after(ev, PROBE_S):
-                helper = start(device, source_path, launches, claims)
+                helper = start(device, claims)
+                if helper is not None:
+                    helper.send(programs.paths, launches)
             ev.wait()
     finally:
         if helper is not None:
@@ -147,58 +200,104 @@ def compile_all(ctx, device, prg, source_path: str, launches: list) -> tuple[boo
 
 
 class Helper:
-    """A running helper process (:func:`start`)."""
+    """A running helper process (:func:`start`) and its claims directory."""
 
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
+    def __init__(self, proc: subprocess.Popen, claims: str):
+        self.proc, self.claims = proc, claims
+
+    def send(self, paths: list[str], launches: list, mine: int | None = None) -> None:
+        """Give the helper the program (its parts' source files ``paths``) and the
+        ``launches`` to compile (as :func:`compile_all`); ``mine``: the part it builds
+        first (and signals)."""
+        spec = {"sources": list(paths), "claims": self.claims, "mine": mine,
+                "launches": [[p, n, list(g), list(loc)] for p, n, g, loc in launches]}
+        try:
+            self.proc.stdin.write((json.dumps(spec) + "\n").encode())
+            self.proc.stdin.close()
+        except OSError:                 # it has ended: the caller compiles everything
+            pass
+
+    def wait_built(self, part: int) -> None:
+        """Return once the helper has built ``part`` (its signal file) or has ended."""
+        flag = os.path.join(self.claims, f"built-{part}")
+        end = time.perf_counter() + WAIT_S
+        while not os.path.exists(flag) and self.proc is not None and \
+                self.proc.poll() is None and time.perf_counter() < end:
+            time.sleep(0.002)
+
+    def wait(self, seconds: float) -> None:
+        """Wait at most ``seconds`` for the helper to end."""
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
 
     def stop(self) -> None:
-        """End the helper if it is still running (what it wrote stays in the cache)."""
+        """End the helper if it is still running (what it wrote stays in the cache) and
+        remove its claims directory."""
         p, self.proc = self.proc, None
         if p is not None:
             if p.poll() is None:
                 p.kill()
             p.wait()
+            if p.stdin is not None and not p.stdin.closed:
+                try:
+                    p.stdin.close()
+                except OSError:
+                    pass
+            shutil.rmtree(self.claims, ignore_errors=True)
 
     def __del__(self):
         self.stop()
 
 
-def start(device, source_path: str, launches: list, claims: str) -> Helper | None:
-    """Start a helper process compiling ``launches`` (as :func:`compile_all`) from the
-    last towards the first, each claimed first in directory ``claims``; it stops at the
-    first kernel claimed by the caller. Returns None if the process cannot start."""
-    spec = {"device": label(device), "source": source_path, "claims": claims,
-            "launches": [[n, list(g), list(loc)] for n, g, loc in launches]}
+def start(device, claims: str | None = None) -> Helper | None:
+    """Start a helper process for ``device`` claiming kernels in directory ``claims`` (a
+    fresh one by default); it warms PoCL's compiler up until :meth:`Helper.send` gives it
+    a program. Returns None if the process cannot start."""
+    claims = claims or tempfile.mkdtemp(prefix="autodiff-prejit-")
     try:
-        p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__)],
+        p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device)],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        p.stdin.write(json.dumps(spec).encode())
-        p.stdin.close()
     except OSError:
+        shutil.rmtree(claims, ignore_errors=True)
         return None
-    return Helper(p)
+    return Helper(p, claims)
 
 
 def _main() -> None:
-    """The helper: read the spec from stdin, build, compile from the last kernel on until
-    one is claimed by the caller."""
+    """The helper: warm PoCL's compiler up unless the program is there already, read the
+    program, build its own part (and signal it), compile from the last kernel on until one
+    is claimed by the caller."""
     import pyopencl as cl
-    spec = json.loads(sys.stdin.read())
     dev = next(d for p in cl.get_platforms() for d in p.get_devices()
-               if f"{p.name} {d.name}" == spec["device"])
+               if f"{p.name} {d.name}" == sys.argv[1])
     ctx = cl.Context([dev])
-    with open(spec["source"]) as f:
-        src = f.read()
-    prg = cl.Program(ctx, src).build(devices=[dev])
+    if not select.select([sys.stdin], [], [], 0)[0]:
+        cl.Program(ctx, WARM_SOURCE).build(devices=[dev])
+    line = sys.stdin.readline()
+    if not line.strip():
+        return                          # the caller did not need it
+    spec = json.loads(line)
+    programs: dict = {}
+
+    def program(i: int):
+        if i not in programs:
+            with open(spec["sources"][i]) as f:
+                programs[i] = cl.Program(ctx, f.read()).build(devices=[dev])
+        return programs[i]
+    if spec["mine"] is not None:
+        program(spec["mine"])
+        open(os.path.join(spec["claims"], f"built-{spec['mine']}"), "w").close()
     q = cl.CommandQueue(ctx, dev)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
     launches = spec["launches"]
     for i in reversed(range(len(launches))):
         if not claim(spec["claims"], i):
             break
-        launch_noop(q, prg, buf, launches[i]).wait()
+        part, *la = launches[i]
+        launch_noop(q, program(part), buf, la).wait()
 
 
 if __name__ == "__main__":

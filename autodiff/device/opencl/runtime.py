@@ -107,6 +107,31 @@ def source_dir() -> str:
     return path
 
 
+def write_source(src: str) -> str:
+    """Write ``src`` to :func:`source_dir` (named by its hash; kept if there) and return the
+    path: build errors and the :mod:`.prejit` helper read it there."""
+    path = os.path.join(source_dir(), hashlib.sha1(src.encode()).hexdigest()[:16] + ".cl")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(src)
+    return path
+
+
+def build_file(ctx, device, path: str):
+    """Build the program in source file ``path`` (:func:`write_source`).
+
+    Raises:
+        KernelBuildError: with the source path and the build log.
+    """
+    import pyopencl as cl
+    with open(path) as f:
+        src = f.read()
+    try:
+        return cl.Program(ctx, src).build(devices=[device])
+    except cl.Error as e:
+        raise KernelBuildError(path, str(e)) from None
+
+
 def build(ctx, device, src: str, names: list[str]):
     """Build ``src`` as one program and create each kernel once.
 
@@ -117,19 +142,9 @@ def build(ctx, device, src: str, names: list[str]):
         KernelBuildError: with the generated source path and the build log.
     """
     import pyopencl as cl
-    path = os.path.join(source_dir(), hashlib.sha1(src.encode()).hexdigest()[:16] + ".cl")
-    if not os.path.exists(path):
-        with open(path, "w") as f:
-            f.write(src)
-    try:
-        prg = cl.Program(ctx, src).build(devices=[device])
-    except cl.Error as e:
-        raise KernelBuildError(path, str(e)) from None
-    kernels = {}
-    for n in names:
-        k = cl.Kernel(prg, n)
-        kernels[n] = k
-    return prg, kernels, path
+    path = write_source(src)
+    prg = build_file(ctx, device, path)
+    return prg, {n: cl.Kernel(prg, n) for n in names}, path
 
 
 #: Feeder staging arrays in use outside a recorded loop before a sync frees them
