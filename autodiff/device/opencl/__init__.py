@@ -5,7 +5,8 @@ when present) -> plan (:mod:`autodiff.alloc`, else one slot per buffer) -> rende
 shared C-style templates of :mod:`autodiff.device.cstyle` in the OpenCL dialect,
 :mod:`.dialect`: one kernel body per kernel statement, all in one program) -> chain
 (:mod:`.chain`: runs of small kernels become one single-work-item launch, the others get
-an NDRange wrapper) -> build, and returns
+an NDRange wrapper) -> build (a large program in two parts, one built by a helper process
+started before lowering: :mod:`.prejit`, :mod:`.split`), and returns
 an :class:`~.runtime.Executable` whose ``run`` drives the ``For`` loops from the host.
 Branches, while loops and loop counters: :mod:`.control`. Host functions inside the program
 (``CALLBACK``, e.g. the all-reduce of data-parallel training): :mod:`.callback`.
@@ -344,8 +345,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         graph: the (optimized) graph IR program.
         report: the ``execute()`` report; ``report.stats["opencl"]`` gets the kernel count,
             the launch steps and the chains among them, the kernels of the program that
-            launches use (``program_kernels``: :func:`.chain.dispatch` kernels),
-            source size, the seconds spent lowering, fusing, planning, rendering, building,
+            launches use (``program_kernels``: :func:`.chain.dispatch` kernels), the
+            programs they are built as (``program_parts``: two, one per process, when an
+            early :mod:`.prejit` helper runs; :mod:`.split`) and their source files
+            (``source_paths``; ``source_path`` the first), source size, the seconds spent lowering, fusing, planning, rendering, building,
             the arena size (its constants region included), the seconds spent compiling
             the kernels before the first iteration (``prejit_s``), whether a
             :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
@@ -419,8 +422,8 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     parts = split.split([b for b in bodies if not b.whole] + sources,
                         sorted(set(launch_kernel.values())), 2 if helper else 1)
     texts = [render.program(p) + ("\n" + control.SOURCE if counters else "") for p in parts]
-    part_of = {s.name: i for i, p in enumerate(parts) for s in p
-               if s.name in set(launch_kernel.values())}
+    roots = set(launch_kernel.values())
+    part_of = {s.name: i for i, p in enumerate(parts) for s in p if s.name in roots}
     stats["render_s"] = time.perf_counter() - t
     stats["kernels"] = sum(len(m) for _, m in by_launch.values())
     stats["distinct_kernels"] = len(bodies)
