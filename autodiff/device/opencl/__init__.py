@@ -265,6 +265,45 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
     return out, args, kernel
 
 
+def _parts(sources: list, kernels: set, n: int, counters: bool) -> tuple[list[str], dict]:
+    """The program's source text in ``n`` parts (:func:`.split.split` of ``sources`` by
+    the launched ``kernels``; loop counters' kernel in each when ``counters``) and the part
+    of each launched kernel."""
+    parts = split.split(sources, sorted(kernels), n)
+    texts = [render.program(p) + ("\n" + control.SOURCE if counters else "") for p in parts]
+    return texts, {s.name: i for i, p in enumerate(parts) for s in p if s.name in kernels}
+
+
+def _build(ctx, dev, paths: list[str], first: list, helper, stats: dict,
+           options: dict) -> prejit.Programs:
+    """Build every part of the program (``paths``: source files) and, on a CPU device with
+    ``prejit`` on, compile the work-group functions of the ``first`` launches
+    (:func:`.prejit.compile_all`) with ``helper`` (an early helper: it builds the last part
+    meanwhile; this process builds that part from PoCL's cache afterwards). Records
+    ``build_s``, ``source_path(s)``, ``prejit``, ``prejit_helper_kernels``, ``prejit_s``
+    in ``stats``.
+
+    Raises:
+        KernelBuildError: a part did not build.
+    """
+    if helper is not None:
+        helper.send(paths, first, mine=len(paths) - 1)
+    programs = prejit.Programs(paths, lambda path: build_file(ctx, dev, path))
+    t = time.perf_counter()
+    programs.get(0)
+    stats["build_s"] = time.perf_counter() - t
+    stats["source_path"], stats["source_paths"] = paths[0], paths
+    stats["prejit"] = False
+    t = time.perf_counter()
+    if options.get("prejit", True) and chain.is_cpu(dev):
+        stats["prejit"], mine = prejit.compile_all(ctx, dev, programs, first, helper)
+        stats["prejit_helper_kernels"] = len(first) - mine
+    for i in range(len(paths)):
+        programs.get(i, helper)
+    stats["prejit_s"] = time.perf_counter() - t
+    return programs
+
+
 #: PoCL's "small grid" limit: work-group functions are specialised for grids whose every
 #: dimension is narrower (``grid_width_specialization_limit``, ``USHRT_MAX`` on PoCL 3.1)
 LARGE_GRID = 65535
@@ -348,8 +387,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             launches use (``program_kernels``: :func:`.chain.dispatch` kernels), the
             programs they are built as (``program_parts``: two, one per process, when an
             early :mod:`.prejit` helper runs; :mod:`.split`) and their source files
-            (``source_paths``; ``source_path`` the first), source size, the seconds spent lowering, fusing, planning, rendering, building,
-            the arena size (its constants region included), the seconds spent compiling
+            (``source_paths``; ``source_path`` the first), source size, the seconds
+            spent lowering, fusing, planning, rendering, building, the arena size (its constants region included), the seconds spent compiling
             the kernels before the first iteration (``prejit_s``), whether a
             :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
             compiled (``prejit_helper_kernels``).
@@ -419,18 +458,15 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     launches = list(by_launch)
     bodies = kernels_.bodies
     counters = any(getattr(la, "counters", False) for la in launches)
-    parts = split.split([b for b in bodies if not b.whole] + sources,
-                        sorted(set(launch_kernel.values())), 2 if helper else 1)
-    texts = [render.program(p) + ("\n" + control.SOURCE if counters else "") for p in parts]
-    roots = set(launch_kernel.values())
-    part_of = {s.name: i for i, p in enumerate(parts) for s in p if s.name in roots}
+    texts, part_of = _parts([b for b in bodies if not b.whole] + sources,
+                            set(launch_kernel.values()), 2 if helper else 1, counters)
     stats["render_s"] = time.perf_counter() - t
     stats["kernels"] = sum(len(m) for _, m in by_launch.values())
     stats["distinct_kernels"] = len(bodies)
     stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
     stats["program_kernels"] = len(set(launch_kernel.values()))
-    stats["program_parts"] = len(parts)
+    stats["program_parts"] = len(texts)
     stats["source_chars"] = sum(map(len, texts))
     if any(isinstance(x, CallbackRead) for x, _ in _walk(prog.body)):
         from .runtime import _blocks
@@ -445,22 +481,7 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     first = sorted([(part_of[n], n, g, loc)
                     for n, g, loc in _first_launches(steps, launch_kernel, switch)],
                    key=lambda x: x[0])
-    if helper is not None:
-        helper.send(paths, first, mine=len(parts) - 1)   # it builds the last part
-    programs = prejit.Programs(paths, lambda path: build_file(ctx, dev, path))
-    t = time.perf_counter()
-    programs.get(0)
-    stats["build_s"] = time.perf_counter() - t
-    stats["source_path"] = paths[0]
-    stats["source_paths"] = paths
-    stats["prejit"] = False
-    t = time.perf_counter()
-    if options.get("prejit", True) and chain.is_cpu(dev):
-        stats["prejit"], mine = prejit.compile_all(ctx, dev, programs, first, helper)
-        stats["prejit_helper_kernels"] = len(first) - mine
-    for i in range(len(parts)):         # the helper's parts, from PoCL's cache
-        programs.get(i, helper)
-    stats["prejit_s"] = time.perf_counter() - t
+    programs = _build(ctx, dev, paths, first, helper, stats, options)
     prg = programs.get(0)
     kern = {n: cl.Kernel(prg, n) for n in [philox.SET_KERNEL] +
             ([control.SET_KERNEL] if counters else [])}
