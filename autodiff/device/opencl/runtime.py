@@ -353,6 +353,7 @@ class Executable:
         self.checked = list(checked)     # index-checked graph nodes; kernel id = position + 1
         self.progress = Progress()
         self._prof = None
+        self._last_launch = None        # the event of the latest kernel launch
         self._written = written          # (byte offset, bytes) of the loop-written params
         self._buffers: list = []         # checkpoint buffers not in use
         self._set_words = set_words      # kernel writing the Philox iteration words
@@ -452,7 +453,8 @@ class Executable:
                     self._write_words()
                 if st.counters and control.counters_now(self) != self._dev_counters:
                     control.write_counters(self)
-                ev = enqueue(q, st.kernel, st.global_size, st.local_size)
+                ev = self._last_launch = enqueue(q, st.kernel, st.global_size,
+                                                 st.local_size)
                 if prof is not None:
                     prof.append((st.name, ev))
             elif type(st) is Loop:
@@ -511,10 +513,13 @@ class Executable:
                             self._call_feed(f)
                 if top:
                     self._partial = True
+                self._last_launch = None
                 self._exec(lp.body)
                 if lp.flag_at_end and not replay:
                     self._read_flag()
-                marks.append(cl.enqueue_marker(q))
+                # the iteration's last launch marks it (an in-order queue: all before it
+                # are done with it): a marker command costs PoCL 3 us
+                marks.append(self._last_launch or cl.enqueue_marker(q))
                 if top:
                     self._enqueued = k + 1
                     self._partial = False
