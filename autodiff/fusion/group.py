@@ -222,6 +222,7 @@ def _build(anchor, members, read_outside):
             out_at[o.buffer] = o.index
     producer = {o.buffer: (m, o) for m in members for o in m.outs}
     loads_of = {m: member_loads(m) for m in members}
+    load_invs = {m: member_load_inversions(m) for m in members}
     read_by: dict = {}                       # m -> (reader c, its load, m's output)
     loaders: dict = {}                       # buffer -> members loading it
     feeds: dict = {}                         # c -> members whose results c reads
@@ -258,20 +259,20 @@ def _build(anchor, members, read_outside):
                 continue
             dirty.discard(m)
             got = None
-            for ld in loads_of[m]:                     # m reads a mapped result
-                if ld.buffer in out_at:
-                    inv = invert(ld.index, m.vars)
-                    if inv and inv[1] == size:
-                        got = at_p(*inv, out_at[ld.buffer])
-                        break
+            for b, inv in load_invs[m]:                # m reads a mapped result
+                if b in out_at and inv and inv[1] == size:
+                    got = at_p(*inv, out_at[b])
+                    break
             if got is None:                            # a mapped member reads m's result
                 for c, ld, o in read_by.get(m, ()):
                     if c not in mapped or c is m:
                         continue
-                    inv = invert(o.index, m.vars)
+                    inv = output_inversion(m, o)
+                    if not (inv and inv[1] == size):
+                        continue
                     read = subst_index(ld.index, mapped[c])
                     whole = invert(read, t_vars)     # c reads all of m, once
-                    if inv and inv[1] == size and whole and whole[1] == size:
+                    if whole and whole[1] == size:
                         got = at_p(*inv, read)
                         break
             if got is not None:
@@ -287,7 +288,7 @@ def _build(anchor, members, read_outside):
         if len(m.outs) != 1 or m.outs[0].buffer.kind is not BufferKind.TEMP \
                 or read_outside(m.outs[0].buffer):
             raise _Fail
-        inv = invert(m.outs[0].index, m.vars)
+        inv = output_inversion(m, m.outs[0])
         if inv is None:
             raise _Fail
         inline[id(m.outs[0].buffer)] = (m, inv)
@@ -305,8 +306,9 @@ def _build(anchor, members, read_outside):
                 return Local(v.buffer)
             if key in inline:
                 m, (inv, n) = inline[key]
-                r = resolve(subst_value(m.outs[0].value, at_p(inv, n, v.index)), depth + 1)
-                if _count(r) > MAX_INLINE_NODES:
+                r = resolve(_memo(_SUBV, m.outs[0].value, at_p(inv, n, v.index), subst_value),
+                            depth + 1)
+                if _memo(_COUNT, r, None, _count) > MAX_INLINE_NODES:
                     raise _Fail
                 return r
             return v
@@ -375,8 +377,7 @@ def _build(anchor, members, read_outside):
         for o in m.outs:
             idx = subst_index(o.index, mp)
             val = resolved(_memo(_SUBV, o.value, mp, subst_value))
-            if (_memo(_VARS, idx, None, variables) | _memo(_VARS, val, None, _value_vars)) \
-                    - set(t_vars):
+            if not _within(idx, val, t_vars):
                 raise _Fail
             outs.append(Output(o.buffer, idx, val))
             regs[id(o.buffer)] = idx
@@ -447,6 +448,47 @@ def member_loads(m) -> list:
     return hit
 
 
+def member_load_inversions(m) -> list:
+    """``[(buffer, invert(load.index, m.vars))]`` per load of ``m`` (:func:`member_loads`
+    order), computed once per statement: the fixpoint of :func:`build` looks them up at
+    every rebuild of a group."""
+    hit = m.__dict__.get("_fusion_load_invs")
+    if hit is None:
+        hit = m.__dict__["_fusion_load_invs"] = [(ld.buffer, invert(ld.index, m.vars))
+                                                 for ld in member_loads(m)]
+    return hit
+
+
+def output_inversion(m, o: Output):
+    """``invert(o.index, m.vars)`` for the output ``o`` of ``m``, computed once per
+    statement and output."""
+    hit = m.__dict__.get("_fusion_out_invs")
+    if hit is None:
+        hit = m.__dict__["_fusion_out_invs"] = {}
+    got = hit.get(id(o), _MISS)
+    if got is _MISS:
+        got = hit[id(o)] = invert(o.index, m.vars)
+    return got
+
+
+def _within(idx: Expr, val: Value, t_vars: tuple) -> bool:
+    """Whether the index variables of output index ``idx`` and value ``val`` are all among
+    ``t_vars`` (the kernel's), memoized by the identity of the three (groups are rebuilt
+    at every candidate; a member's output usually stays the same objects)."""
+    key = (id(idx), id(val), id(t_vars))
+    hit = _WITHIN.get(key)
+    if hit is None or hit[0] is not idx or hit[1] is not val or hit[2] is not t_vars:
+        ok = (_memo(_VARS, idx, None, variables) | _memo(_VARS, val, None, _value_vars)) \
+            <= set(t_vars)
+        if len(_WITHIN) >= _MEMO_MAX:
+            _WITHIN.clear()
+        hit = _WITHIN[key] = (idx, val, t_vars, ok)
+    return hit[3]
+
+
+_WITHIN: dict = {}      # (id(index), id(value), id(vars)) -> _within(...)
+
+
 def member_size(m) -> int:
     """Points of ``m``'s iteration space, computed once per statement."""
     hit = m.__dict__.get("_fusion_size")
@@ -490,6 +532,40 @@ def _check_hazards(anchor, src, outs, inside) -> None:
 
 
 # -- placement --------------------------------------------------------------------------
+_INF = float("inf")
+
+
+class _Placed:
+    """A group :meth:`Schedule.placement` placed: its member ids, each member's movable
+    interval (``los[i] < rank < his[i]``) and its members' ranks, sorted. A larger group
+    starts from it: only its new members' intervals and those bounded by a new member's
+    rank are recomputed."""
+    __slots__ = ("ids", "los", "his", "ranks", "lo", "hi", "lo_at", "hi_at", "_bounded")
+
+    def __init__(self, ids: frozenset, los: dict, his: dict, ranks: list, lo, hi):
+        self.ids, self.los, self.his, self.ranks = ids, los, his, ranks
+        self.lo, self.hi = lo, hi                   # max(los), min(his)
+        self.lo_at = self.hi_at = None              # a member setting lo, one setting hi
+        self._bounded = None
+
+    def bounded_by(self) -> dict:
+        """``{rank: [member ids whose interval ends at that rank]}`` (and ``lo_at``,
+        ``hi_at``), built on first use: a placed group is the base of many candidates'
+        placements, most groups placed are never one."""
+        if self._bounded is None:
+            out: dict = {}
+            for i, a in self.los.items():
+                out.setdefault(a, []).append(i)
+                if a == self.lo:
+                    self.lo_at = i
+            for i, b in self.his.items():
+                out.setdefault(b, []).append(i)
+                if b == self.hi:
+                    self.hi_at = i
+            self._bounded = out
+        return self._bounded
+
+
 class Schedule:
     """A statement list being fused: ranks, per-buffer readers/writers, taken statements."""
 
@@ -571,28 +647,34 @@ class Schedule:
         bounding it joins the group, and a grown group reuses the others' (its new
         members' intervals and the bounded ones are recomputed).
         """
-        ids = {id(s) for s in group}
-        base = next((b for b in self._placed if b[0] <= ids), None)
+        ids = set(map(id, group))
+        base = next((b for b in self._placed if b.ids <= ids), None)
         if base is None:
-            reach = {id(s): self._reach(s, ids) for s in group}
+            los, his = {}, {}
+            for s in group:
+                los[id(s)], his[id(s)] = self._reach(s, ids)
             ranks = sorted(self.rank[i] for i in ids)
         else:
-            placed_ids, reach, ranks = base
-            new = [s for s in group if id(s) not in placed_ids]
-            new_ranks = {self.rank[id(s)] for s in new}
-            reach = dict(reach)
-            for i, (a, b) in base[1].items():         # bounded by a statement that joined
-                if a in new_ranks or b in new_ranks:
-                    reach[i] = self._reach(self.stmt[self.rank[i]], ids)
-            for s in new:
-                reach[id(s)] = self._reach(s, ids)
-            ranks = sorted(ranks + list(new_ranks))
-        lo = max((a for a, _ in reach.values()), default=-1)
-        hi = min((b for _, b in reach.values()), default=float("inf"))
+            new_ids = ids - base.ids
+            new_ranks = {self.rank[i] for i in new_ids}
+            ranks = sorted(base.ranks + list(new_ranks))
+            los, his = dict(base.los), dict(base.his)
+            stale = [i for r in new_ranks for i in base.bounded_by().get(r, ())]
+            # the bounds so far: the base's where a member that keeps its interval sets them
+            lo = base.lo if base.lo_at not in stale else -1
+            hi = base.hi if base.hi_at not in stale else _INF
+            for i in stale + list(new_ids):
+                los[i], his[i] = a, b = self._reach(self.stmt[self.rank[i]], ids)
+                lo, hi = max(lo, a), min(hi, b)
+                k = bisect.bisect_left(ranks, hi) - 1
+                if k < 0 or ranks[k] <= lo:   # the window only narrows: no rank will fit
+                    return None
+        lo = max(los.values(), default=-1)
+        hi = min(his.values(), default=_INF)
         k = bisect.bisect_left(ranks, hi) - 1
         if k < 0 or ranks[k] <= lo:
             return None
-        self._placed = [(frozenset(ids), reach, ranks)] + self._placed[:1]
+        self._placed = [_Placed(frozenset(ids), los, his, ranks, lo, hi)] + self._placed[:1]
         return ranks[k]
 
     def _reach(self, s, ids: set) -> tuple:
@@ -607,18 +689,17 @@ class Schedule:
         if hit is not None:
             lo, hi, skipped = hit
             if (lo < 0 or id(self.stmt[lo]) not in ids) and \
-                    (hi == float("inf") or id(self.stmt[hi]) not in ids) and \
-                    all(i in ids for r, i in skipped if lo < r < hi):
+                    (hi == _INF or id(self.stmt[hi]) not in ids) and ids.issuperset(skipped):
                 return lo, hi
         r = self.rank[id(s)]
         reads, writes = self.touched(s)
         lists = [self.readers.get(id(b), ()) for b in writes] + \
             [self.writers.get(id(b), ()) for b in writes] + \
             [self.writers.get(id(b), ()) for b in reads]
-        lo, hi = -1, float("inf")
+        lo, hi = -1, _INF
         skipped = []
         for lst in lists:
-            k = bisect.bisect_right(lst, (r, float("inf")))     # first entry after r
+            k = bisect.bisect_right(lst, (r, _INF))             # first entry after r
             while k < len(lst) and lst[k][0] < hi and lst[k][1] in ids:
                 skipped.append(lst[k])
                 k += 1
@@ -630,7 +711,7 @@ class Schedule:
                 k -= 1
             if k >= 0 and lst[k][0] > lo:
                 lo = lst[k][0]
-        self._reaches[id(s)] = (lo, hi, skipped)
+        self._reaches[id(s)] = (lo, hi, [i for q, i in skipped if lo < q < hi])
         return lo, hi
 
     def neighbours(self, s) -> list:

@@ -68,3 +68,39 @@ def test_placement_matches_the_rule_on_random_schedules():
                                        {b for s in group for b in s.writes()}))
                 placed += 1
     assert checked > 600 and placed > 10
+
+
+def test_placement_of_growing_groups_matches_the_rule():
+    """Groups grown a statement or a few at a time (as ``grow`` tries candidates) start from
+    the last placed group's intervals (``_Placed``): the answer must still be the rule's,
+    for a placeable or an unplaceable candidate alike."""
+    rng = np.random.default_rng(1)
+    checked = incremental = 0
+    for trial in range(60):
+        bufs = [object() for _ in range(int(rng.integers(2, 8)))]
+        stmts = [_S([bufs[i] for i in rng.choice(len(bufs), int(rng.integers(0, 3)))],
+                    [bufs[i] for i in rng.choice(len(bufs), int(rng.integers(1, 3)))])
+                 for _ in range(int(rng.integers(6, 40)))]
+        sched = Schedule(stmts)
+        for _ in range(4):
+            free = [s for s in sched.statements() if sched.free(s)]
+            if len(free) < 3:
+                break
+            group = [free[int(rng.integers(len(free)))]]
+            for _ in range(12):
+                rest = [s for s in free if s not in group]
+                if not rest:
+                    break
+                k = int(rng.integers(1, min(3, len(rest)) + 1))
+                trial_group = group + [rest[i] for i in rng.choice(len(rest), k, replace=False)]
+                based = any(p.ids <= {id(s) for s in trial_group} for p in sched._placed)
+                want = _reference(sched, trial_group)
+                assert sched.placement(trial_group) == want
+                checked += 1
+                incremental += based
+                if want is not None:
+                    group = trial_group
+            if len(group) > 1 and sched.placement(group) is not None and rng.random() < 0.5:
+                sched.commit(group, _S({b for s in group for b in s.reads()},
+                                       {b for s in group for b in s.writes()}))
+    assert checked > 1000 and incremental > 500
