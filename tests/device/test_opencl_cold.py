@@ -139,7 +139,7 @@ def test_the_helper_alone_compiles_every_kernel_from_the_last(tmp_path, fresh_ca
     helper = prejit.start(dev, str(claims))
     helper.send([str(path)], [(0, k.name, (8,), (4,)) for k in kernels])
     assert helper.proc.wait(timeout=120) == 0
-    assert sorted(os.listdir(claims)) == [str(i) for i in range(len(kernels))]
+    assert sorted(os.listdir(claims)) == [str(i) for i in range(len(kernels))] + ["done"]
     helper.stop()
     assert not claims.exists()
     assert _compiled(fresh_cache) == {k.name: 1 for k in kernels}
@@ -163,7 +163,7 @@ def test_an_early_helper_warms_up_builds_its_part_signals_it_and_compiles(tmp_pa
     helper.wait_built(1)
     assert os.path.exists(os.path.join(helper.claims, "built-1"))
     assert helper.proc.wait(timeout=120) == 0
-    assert sorted(os.listdir(helper.claims)) == ["0", "1", "2", "3", "built-1"]
+    assert sorted(os.listdir(helper.claims)) == ["0", "1", "2", "3", "built-1", "done"]
     helper.stop()
     assert sum(_compiled(fresh_cache).values()) == len(kernels)
 

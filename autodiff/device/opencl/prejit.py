@@ -219,18 +219,19 @@ class Helper:
 
     def wait_built(self, part: int) -> None:
         """Return once the helper has built ``part`` (its signal file) or has ended."""
-        flag = os.path.join(self.claims, f"built-{part}")
-        end = time.perf_counter() + WAIT_S
+        self._wait_for(f"built-{part}", WAIT_S)
+
+    def wait(self, seconds: float) -> None:
+        """Wait at most ``seconds`` for the helper to finish its last kernel (its signal
+        file ``done``; its exit, which tears down PoCL, is not waited for) or to end."""
+        self._wait_for("done", seconds)
+
+    def _wait_for(self, name: str, seconds: float) -> None:
+        flag = os.path.join(self.claims, name)
+        end = time.perf_counter() + seconds
         while not os.path.exists(flag) and self.proc is not None and \
                 self.proc.poll() is None and time.perf_counter() < end:
             time.sleep(0.002)
-
-    def wait(self, seconds: float) -> None:
-        """Wait at most ``seconds`` for the helper to end."""
-        try:
-            self.proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            pass
 
     def stop(self) -> None:
         """End the helper if it is still running (what it wrote stays in the cache) and
@@ -298,6 +299,7 @@ def _main() -> None:
             break
         part, *la = launches[i]
         launch_noop(q, program(part), buf, la).wait()
+    open(os.path.join(spec["claims"], "done"), "w").close()
 
 
 if __name__ == "__main__":
