@@ -45,25 +45,35 @@ def _reference(sched: Schedule, group: list):
     return None
 
 
+def _random_schedule(rng, most_buffers: int, statements: tuple[int, int]) -> Schedule:
+    """A schedule of random statements (0-2 reads, 1-2 writes each) over 2 to
+    ``most_buffers - 1`` buffers; ``statements``: the range of their count."""
+    bufs = [object() for _ in range(int(rng.integers(2, most_buffers)))]
+    return Schedule([_S([bufs[i] for i in rng.choice(len(bufs), int(rng.integers(0, 3)))],
+                        [bufs[i] for i in rng.choice(len(bufs), int(rng.integers(1, 3)))])
+                     for _ in range(int(rng.integers(*statements)))])
+
+
+def _pick(rng, items: list, most: int) -> list:
+    """1 to ``most`` distinct random items of ``items``."""
+    k = int(rng.integers(1, min(most, len(items)) + 1))
+    return [items[i] for i in rng.choice(len(items), k, replace=False)]
+
+
 def test_placement_matches_the_rule_on_random_schedules():
     rng = np.random.default_rng(0)
     checked = placed = 0
     for trial in range(40):
-        bufs = [object() for _ in range(int(rng.integers(2, 7)))]
-        stmts = [_S([bufs[i] for i in rng.choice(len(bufs), int(rng.integers(0, 3)))],
-                    [bufs[i] for i in rng.choice(len(bufs), int(rng.integers(1, 3)))])
-                 for _ in range(int(rng.integers(4, 30)))]
-        sched = Schedule(stmts)
+        sched = _random_schedule(rng, 7, (4, 30))
         for _ in range(30):
             free = [s for s in sched.statements() if sched.free(s)]
             if len(free) < 2:
                 break
-            k = int(rng.integers(1, min(6, len(free)) + 1))
-            group = [free[i] for i in rng.choice(len(free), k, replace=False)]
+            group = _pick(rng, free, 6)
             want = _reference(sched, group)
             assert sched.placement(group) == want
             checked += 1
-            if want is not None and k > 1 and rng.random() < 0.2:
+            if want is not None and len(group) > 1 and rng.random() < 0.2:
                 sched.commit(group, _S({b for s in group for b in s.reads()},
                                        {b for s in group for b in s.writes()}))
                 placed += 1
@@ -77,11 +87,7 @@ def test_placement_of_growing_groups_matches_the_rule():
     rng = np.random.default_rng(1)
     checked = incremental = 0
     for trial in range(60):
-        bufs = [object() for _ in range(int(rng.integers(2, 8)))]
-        stmts = [_S([bufs[i] for i in rng.choice(len(bufs), int(rng.integers(0, 3)))],
-                    [bufs[i] for i in rng.choice(len(bufs), int(rng.integers(1, 3)))])
-                 for _ in range(int(rng.integers(6, 40)))]
-        sched = Schedule(stmts)
+        sched = _random_schedule(rng, 8, (6, 40))
         for _ in range(4):
             free = [s for s in sched.statements() if sched.free(s)]
             if len(free) < 3:
@@ -91,8 +97,7 @@ def test_placement_of_growing_groups_matches_the_rule():
                 rest = [s for s in free if s not in group]
                 if not rest:
                     break
-                k = int(rng.integers(1, min(3, len(rest)) + 1))
-                trial_group = group + [rest[i] for i in rng.choice(len(rest), k, replace=False)]
+                trial_group = group + _pick(rng, rest, 3)
                 based = any(p.ids <= {id(s) for s in trial_group} for p in sched._placed)
                 want = _reference(sched, trial_group)
                 assert sched.placement(trial_group) == want
