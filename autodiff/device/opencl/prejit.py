@@ -204,11 +204,13 @@ class Helper:
 
     def __init__(self, proc: subprocess.Popen, claims: str):
         self.proc, self.claims = proc, claims
+        self.mine = None                # the part it builds (:meth:`send`)
 
     def send(self, paths: list[str], launches: list, mine: int | None = None) -> None:
         """Give the helper the program (its parts' source files ``paths``) and the
         ``launches`` to compile (as :func:`compile_all`); ``mine``: the part it builds
         first (and signals)."""
+        self.mine = mine
         spec = {"sources": list(paths), "claims": self.claims, "mine": mine,
                 "launches": [[p, n, list(g), list(loc)] for p, n, g, loc in launches]}
         try:
@@ -218,8 +220,10 @@ class Helper:
             pass
 
     def wait_built(self, part: int) -> None:
-        """Return once the helper has built ``part`` (its signal file) or has ended."""
-        self._wait_for(f"built-{part}", WAIT_S)
+        """Return once the helper has built ``part`` (its signal file) or has ended; at
+        once if ``part`` is not the one it builds."""
+        if part == self.mine:
+            self._wait_for(f"built-{part}", WAIT_S)
 
     def wait(self, seconds: float) -> None:
         """Wait at most ``seconds`` for the helper to finish its last kernel (its signal
