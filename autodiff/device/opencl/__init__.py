@@ -16,6 +16,7 @@ Arena layout: :mod:`autodiff.device.cstyle.arena`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import time
 
@@ -28,13 +29,14 @@ from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, FeederWri
                               ScatterAdd, While)
 from .. import empty
 from ..cstyle import arena, codegen, philox
+from ..cstyle.dialect import body_name
 from ..cstyle.kernels import Source
 from ..host import ignored
 from . import callback, chain, control, prejit, render, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
-from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      Receive, build_file, check_arena, write_source)
+from .runtime import (RING, ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch,
+                      Loop, Receive, RingReceive, build_file, check_arena, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -106,6 +108,13 @@ class _Kernels:
         return dataclasses.replace(src, src=head + brace + body, params=tuple(params),
                                    args=tuple(args))
 
+    def reserve(self, words: int) -> int:
+        """``words`` floats of the constants region (zero at each run's start) for state the
+        device keeps itself (a Receiver ring, :func:`ring_body`); returns their offset."""
+        at = self.base + len(self.constants)
+        self.constants.extend([0.0] * words)
+        return at
+
     def render(self, s, off, target, check=(1, None)) -> list:
         """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
         ``check`` as :func:`~autodiff.device.cstyle.codegen.kernel`."""
@@ -126,22 +135,87 @@ class _Kernels:
         return out
 
 
+#: most 4-byte words of a Receiver's values that a ring (:func:`ring_body`) holds per slot
+RING_WORDS = 1024
+
+
+def ring_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int) -> Source:
+    """A one-point kernel body copying a Receiver's values -- ``parts`` = [(word offset,
+    words)] of the arena, 4-byte values -- into the next slot of a ring at word ``ring``:
+    ``slots`` slots of the parts' words each after one counter word (the slot to write
+    next, advanced here). It runs in the loop body's launch chain, so the host reads the
+    ring once per ``slots`` iterations (:class:`~.runtime.RingReceive`): on PoCL a read
+    command costs 6-8 us, as long as a small model's whole step on one core."""
+    stride = sum(n for _, n in parts)
+    L = [f"static inline void {body_name(name)}(__global float* restrict buf, const int g0, "
+         "const int g1, const int g2) {",
+         "  __global int* w = (__global int*)buf;",
+         f"  const int slot = w[{ring}];",
+         f"  __global int* dst = w + {ring + 1} + slot*{stride};"]
+    at = 0
+    for o, n in parts:
+        L.append(f"  for (int i = 0; i < {n}; i++) dst[{at} + i] = w[{o} + i];")
+        at += n
+    L += [f"  w[{ring}] = slot + 1 == {slots} ? 0 : slot + 1;", "}"]
+    return Source(name, "\n".join(L), (1,), (1,))
+
+
+def _ring_loop(body) -> bool:
+    """Whether the Receivers of ``For`` body ``body`` can go through rings: it holds only
+    kernels without an index check (no error record to read with each value) and
+    Receivers, no Feeders (whose order rule needs each value before later calls), host
+    functions, branches or nested loops."""
+    return all(isinstance(x, ReceiverRead) or
+               (isinstance(x, Kernel) and not isinstance(x, (Gather, ScatterAdd)))
+               for x in body) and any(isinstance(x, ReceiverRead) for x in body)
+
+
+def _ring_parts(s: ReceiverRead, off) -> list | None:
+    """[(word offset, words)] of a Receiver's values when they fit a ring slot (4-byte
+    values, at most :data:`RING_WORDS` in all), else None."""
+    parts = [(off[b.name], math.prod(b.shape)) for b in s.buffers]
+    if any(np.dtype(storage(b.dtype)).itemsize != 4 for b in s.buffers) or \
+            not 0 < sum(n for _, n in parts) <= RING_WORDS:
+        return None
+    return parts
+
+
+def _launch(steps, launches, src, small: bool, counters) -> None:
+    """Append kernel body ``src`` to the chain of the latest launch of ``steps`` (host
+    bookkeeping of rings in between does not end a chain) when both are small, else as a
+    new launch."""
+    j = len(steps) - 1
+    while j >= 0 and type(steps[j]) is RingReceive:
+        j -= 1
+    prev = steps[j] if j >= 0 and type(steps[j]) is Launch else None
+    if small and prev is not None and launches[prev][0]:
+        launches[prev][1].append(src)
+        prev.counters = prev.counters or counters
+    else:
+        la = Launch(src.name, src.global_size, src.local_size)
+        la.counters = counters
+        launches[la] = (small, [src])
+        steps.append(la)
+
+
 def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx,
-           top: bool = True, guard: str | None = None):
+           top: bool = True, guard: str | None = None, ring: bool = False):
     """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
     list of index-checked graph nodes, the check id of each being its position + 1)``.
     ``guard``: a C condition every kernel here runs under (a branch decided on the device,
-    :mod:`.control`)."""
+    :mod:`.control`). ``ring``: the Receivers here go through rings (:func:`ring_body`;
+    a loop body for which :func:`_ring_loop` holds, on a device that chains)."""
     nodes, sites, checked = ctx
     steps = []
     sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches, chain_work, target,  # noqa
-                                     ctx, **{"top": False, "guard": guard, **kw})
+                                     ctx, **{"top": False, "guard": guard, "ring": False,
+                                             **kw})
     for s in stmts:
         if isinstance(s, For):
             site = next(sites, "?")
-            body = sub(s.body)
+            body = sub(s.body, ring=chain_work > 0 and _ring_loop(s.body))
             feeds = [x for x in body if type(x) is Feed]
             # Feeders run ahead (prefetch) only with no nested loop or host-decided branch
             # with callbacks: those call their Feeders in place
@@ -161,6 +235,18 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
+        elif isinstance(s, ReceiverRead) and ring and _ring_parts(s, off) is not None:
+            parts = _ring_parts(s, off)
+            stride = sum(n for _, n in parts)
+            at = kernels.reserve(1 + RING * stride)
+            src = ring_body(f"k{kernels.count}_ring", parts, at, RING)
+            kernels.count += 1
+            kernels.bodies.append(src)
+            _launch(steps, launches, src, True, False)
+            starts = np.cumsum([0] + [n for _, n in parts])[:-1]
+            steps.append(RingReceive(s.spec, [(int(a) * 4, tuple(b.shape), storage(b.dtype))
+                                              for a, b in zip(starts, s.buffers)],
+                                     (at + 1) * 4, RING, stride * 4))
         elif isinstance(s, ReceiverRead):
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
@@ -183,16 +269,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
                         raise NotImplementedError("opencl: a work-group kernel in a branch "
                                                   "decided on the device")
                     src.guard = guard
-                small = small and not src.whole
-                prev = steps[-1] if steps and type(steps[-1]) is Launch else None
-                if small and prev is not None and launches[prev][0]:
-                    launches[prev][1].append(src)
-                    prev.counters = prev.counters or counters
-                else:
-                    la = Launch(src.name, src.global_size, src.local_size)
-                    la.counters = counters
-                    launches[la] = (small, [src])
-                    steps.append(la)
+                _launch(steps, launches, src, small and not src.whole, counters)
         else:
             raise NotImplementedError(f"opencl: no step for {type(s).__name__}")
     return steps
@@ -388,8 +465,9 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             programs they are built as (``program_parts``: two, one per process, when an
             early :mod:`.prejit` helper runs; :mod:`.split`) and their source files
             (``source_paths``; ``source_path`` the first), source size, the seconds
-            spent lowering, fusing, planning, rendering, building, the arena size (its constants region included), the seconds spent compiling
-            the kernels before the first iteration (``prejit_s``), whether a
+            spent lowering, fusing, planning, rendering, building, the arena size (its
+            constants region included), the seconds spent compiling the kernels before
+            the first iteration (``prejit_s``), whether a
             :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
             compiled (``prejit_helper_kernels``).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the

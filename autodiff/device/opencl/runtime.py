@@ -253,6 +253,25 @@ class Receive:
 
 
 @dataclass(eq=False)
+class RingReceive:
+    """A Receiver whose values the device copies, every iteration, into slot ``count %
+    slots`` of a ring in the arena (a kernel body in the iteration's launch chain:
+    :func:`autodiff.device.opencl.ring_body`); the host reads the whole ring
+    (``slots * stride`` bytes at byte offset ``ring``) once per ``slots`` iterations
+    instead of one read per iteration, then calls the Receiver for each. ``parts``: [(byte
+    offset within a slot, shape, dtype)]. ``count``: iterations copied since the run
+    started (the device's counter restarts with the arena's constants region);
+    ``unread``: their :class:`Pending` items not yet covered by a read."""
+    spec: object
+    parts: list
+    ring: int
+    slots: int
+    stride: int
+    count: int = 0
+    unread: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class Loop:
     """A ``For``: ``body`` runs once per element of ``range`` from the host.
 
@@ -286,6 +305,7 @@ class Pending:
     iters: tuple
     k: int
     outer: int | None
+    slot: int = -1          # a RingReceive's: the ring slot its values are in
 
 
 @dataclass(eq=False)
@@ -393,6 +413,8 @@ class Executable:
                 cl.enqueue_copy(q, self.arena, np.ascontiguousarray(store[var]),
                                 dst_offset=off, is_blocking=False)
         self._reset_flag()
+        for r in _feeds(self.steps, RingReceive):     # the device's ring counters restart
+            r.count, r.unread = 0, []
         self._pending: collections.deque = collections.deque()
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
@@ -467,7 +489,11 @@ class Executable:
                         self._drain()           # every earlier Receiver has returned
                     self._call_feed(st)
                 self._write_feed(st)
-            elif self._replay is None:          # a replay suppresses Receivers
+            elif self._replay is not None:      # a replay suppresses Receivers
+                continue
+            elif type(st) is RingReceive:
+                self._ring_receive(st)
+            else:
                 self._receive(st)
 
     def _loop(self, lp: Loop, start: int = 0, stop: int | None = None) -> None:
@@ -722,6 +748,33 @@ class Executable:
             ev = cl.enqueue_marker(self.queue)
         self._pending.append(self._pending_item(ev, r, arrays, flag))
 
+    def _ring_receive(self, r: RingReceive) -> None:
+        """This iteration's values are in ring slot ``r.count % r.slots`` (the device copied
+        them): a pending item without a read yet; a full ring is read at once (before the
+        next iteration can overwrite its oldest slot)."""
+        it = tuple(self._iters)
+        p = Pending(None, r, None, None, it, it[-1] if it else -1, it[0] if it else None,
+                    r.count % r.slots)
+        r.count += 1
+        r.unread.append(p)
+        self._pending.append(p)
+        if len(r.unread) == r.slots:
+            self._read_ring(r)
+
+    def _read_ring(self, r: RingReceive) -> None:
+        """One non-blocking read of ring ``r``; its unread items get the event and their
+        slot's values (views of the read's array)."""
+        import pyopencl as cl
+        host = np.empty(r.slots * r.stride, np.uint8)
+        ev = cl.enqueue_copy(self.queue, host, self.arena, src_offset=r.ring,
+                             is_blocking=False)
+        for p in r.unread:
+            at = p.slot * r.stride
+            p.event = ev
+            p.arrays = [host[at + off:at + off + math.prod(shape) * np.dtype(dt).itemsize]
+                        .view(dt).reshape(shape) for off, shape, dt in r.parts]
+        r.unread = []
+
     def _throttle(self) -> None:
         """In a loop without Feeders: keep at most 2 RING reads in flight."""
         while len(self._pending) >= 2 * RING:
@@ -730,7 +783,8 @@ class Executable:
     def _poll(self) -> None:
         import pyopencl as cl
         done = cl.command_execution_status.COMPLETE
-        while self._pending and self._pending[0].event.command_execution_status == done:
+        while self._pending and self._pending[0].event is not None and \
+                self._pending[0].event.command_execution_status == done:
             self._finish_one(wait=False)
 
     def _run_due(self, k: int) -> None:
@@ -746,6 +800,8 @@ class Executable:
         """The oldest read: its error record checked, then its Receiver called; removed
         only once that returned (an interrupt inside leaves its iteration incomplete)."""
         p = self._pending[0]
+        if p.event is None:                 # a ring slot not read yet: read the ring now
+            self._read_ring(p.recv)
         if wait:
             p.event.wait()
         if p.flag is not None and p.flag[0]:
@@ -759,7 +815,7 @@ class Executable:
                 raise ReceiverError(p.recv.spec.name, p.iters,
                                     f"callback raised {type(e).__name__}: {e}") from e
         self._pending.popleft()
-        if p.recv is not None:
+        if type(p.recv) is Receive:
             p.recv.free.append(p.arrays)
         if p.flag is not None:
             self._flags.append(p.flag)

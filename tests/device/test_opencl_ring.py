@@ -1,0 +1,108 @@
+"""Receiver rings on the OpenCL device: in a loop whose body is kernels and Receivers only,
+each iteration's values are copied on the device into a ring slot (a body in the launch
+chain) and the host reads the ring once per ``RING`` iterations
+(:class:`autodiff.device.opencl.runtime.RingReceive`). Every value still reaches its
+Receiver, in order, and a failing Receiver still stops the run at its own iteration with
+the parameters of that iteration's start."""
+import numpy as np
+import pytest
+
+import autodiff as ad
+from autodiff.device.opencl import device
+from autodiff.device.opencl.runtime import RING, Receive, RingReceive, _feeds
+from autodiff import nn
+from autodiff.optim import SGD
+
+try:
+    device.candidates()
+except device.OpenCLUnavailable as e:
+    pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
+
+
+def _program(steps: int, recv, feeder: bool = False, dropout: bool = False):
+    """SGD on a [4, 6] weight from a constant [5, 4] input (or a Feeder of it); the
+    Receiver gets the loss, a [6] int32 argmax-like count vector and the step's output row
+    0. Returns the weight."""
+    ad.reset()
+    rng = np.random.default_rng(3)
+    w = ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32) * 0.5, requires_grad=True)
+    x0 = rng.standard_normal((5, 4)).astype(np.float32)
+    opt = SGD([w], lr=0.05)
+    drop = nn.Dropout(0.3, seed=11)      # a fixed stream: the same draws in any run
+
+    def step():
+        x = ad.Feeder(lambda: x0, [5, 4], name="x") if feeder else ad.Tensor(x0)
+        opt.zero_grad()
+        y = (x @ w).tanh()
+        if dropout:
+            y = drop(y)
+        loss = (y * 2.0 - 0.5).square().mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(recv, [loss, (y > 0.0).sum(dim=0).int(), y[0]], name="r")
+    ad.ir_for(steps, step)
+    return w
+
+
+def _run(steps, device_name, **kw):
+    got = []
+    w = _program(steps, lambda *a: got.append([np.array(v) for v in a]), **kw)
+    ad.execute(device=device_name)
+    return got, w.numpy()
+
+
+@pytest.mark.parametrize("steps", [1, RING, 2 * RING + 5])
+def test_every_iteration_reaches_the_receiver_in_order(steps, opencl_executables):
+    """A ring read per RING iterations and a partial one at the end: the values of every
+    iteration, as on the numpy device; the Receiver's copy joins the loop's one launch."""
+    got, w = _run(steps, "opencl")
+    want, w_np = _run(steps, "numpy")
+    rings = list(_feeds(opencl_executables[-1].steps, RingReceive))
+    assert len(rings) == 1 and not list(_feeds(opencl_executables[-1].steps, Receive))
+    assert len(got) == len(want) == steps
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g[0], r[0], rtol=2e-5, atol=1e-6)
+        np.testing.assert_array_equal(g[1], r[1])
+        assert g[1].dtype == np.int32 and g[2].shape == (6,)
+        np.testing.assert_allclose(g[2], r[2], rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(w, w_np, rtol=2e-5, atol=1e-6)
+
+
+def test_each_value_is_its_own_iteration_s():
+    """Consecutive iterations' losses differ (the weight moves), so a slot read twice or
+    out of order would show: the losses equal a run with one read per iteration (a
+    Feeder in the loop keeps plain reads)."""
+    ring, _ = _run(2 * RING + 3, "opencl")
+    plain, _ = _run(2 * RING + 3, "opencl", feeder=True)
+    assert len(set(float(g[0]) for g in ring)) == len(ring)
+    np.testing.assert_array_equal([g[0] for g in ring], [g[0] for g in plain])
+
+
+@pytest.mark.parametrize("s", [0, 5, RING, 2 * RING + 1])
+def test_a_failing_receiver_stops_at_its_iteration(s):
+    """The Receiver of iteration ``s`` raises (seen by the host up to a ring later): the
+    error names ``s`` and the weight is the one at the start of iteration ``s``,
+    dropout's random draws included."""
+    ad.reset()
+    w = _program(s, lambda *a: None, dropout=True)
+    ad.execute(device="opencl")
+    expected = w.numpy()
+    calls = []
+
+    def recv(*a):
+        if len(calls) == s:
+            raise ValueError("receiver down")
+        calls.append(float(a[0]))
+    w = _program(3 * RING, recv, dropout=True)
+    with pytest.raises(ad.ReceiverError, match=f"iteration {s}"):
+        ad.execute(device="opencl")
+    assert len(calls) == s
+    np.testing.assert_array_equal(w.numpy(), expected)
+
+
+def test_rings_only_where_no_value_is_needed_at_once(opencl_executables):
+    """A loop with a Feeder keeps a read per iteration (the Feeders' order rule may need
+    a Receiver's value before the next call)."""
+    _run(3, "opencl", feeder=True)
+    steps = opencl_executables[-1].steps
+    assert list(_feeds(steps, Receive)) and not list(_feeds(steps, RingReceive))
