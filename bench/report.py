@@ -21,10 +21,12 @@ def step_figures(stamps, loop_s, steps: int) -> dict:
 
     The first ``max(1, n // 10)`` of the ``n`` step intervals are warm-up and are dropped.
     The remaining ``m`` are cut into windows of ``k = max(m // 20, min(8, m // 2), 1)``
-    consecutive steps and
+    consecutive steps (rounded down to a multiple of 8 from 8 on) and
     median/p10/p90 are taken over the windows' mean step times: a device that delivers
     Receiver callbacks a few iterations late, in bursts, then still shows its true rate
-    (single intervals would alternate between ~0 and a burst).
+    (single intervals would alternate between ~0 and a burst; OpenCL's Receiver rings
+    deliver 8 iterations at a time, so a window of whole bursts spans exactly as many
+    iterations as it counts).
     """
     none = {"step_ms": None, "p10_ms": None, "p90_ms": None, "mean_ms": None, "warmup": 0,
             "window": 0}
@@ -39,6 +41,8 @@ def step_figures(stamps, loop_s, steps: int) -> dict:
     t = t[warm:]
     m = t.size - 1
     k = max(1, m // 20, min(8, m // 2))   # a window spans a burst of late Receivers
+    if k >= 8:
+        k -= k % 8                          # ... whole bursts of a ring of 8
     windows = np.diff(t[::k]) / k
     return {"step_ms": float(np.median(windows)), "p10_ms": float(np.percentile(windows, 10)),
             "p90_ms": float(np.percentile(windows, 90)), "mean_ms": float((t[-1] - t[0]) / m),

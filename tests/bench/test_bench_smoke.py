@@ -19,12 +19,13 @@ from bench.workloads.frameworks import NUMPY, TENSOR
 def test_step_figures_drop_warmup_and_take_percentiles():
     stamps = np.cumsum([1.0, 500.0] + [1.0] * 200 + [2.0] * 200) * 1e-3  # s; 500 ms warm-up
     f = report.step_figures(list(stamps), None, len(stamps))
-    assert f["warmup"] == 40 and f["window"] == 18                   # 400 intervals
+    assert f["warmup"] == 40 and f["window"] == 16           # 360 intervals / 20, whole 8s
     assert f["p10_ms"] == pytest.approx(1.0) and f["p90_ms"] == pytest.approx(2.0)
     assert 1.0 <= f["step_ms"] <= 2.0
     late = np.floor(np.arange(1, 801) / 8) * 8e-3       # 1 ms steps seen in bursts of 8
     g = report.step_figures(list(late), None, 800)
-    assert g["step_ms"] == pytest.approx(1.0, rel=0.1)
+    assert g["window"] % 8 == 0                          # whole bursts: every window exact
+    assert g["step_ms"] == g["p10_ms"] == g["p90_ms"] == pytest.approx(1.0, rel=1e-9)
     assert g["mean_ms"] == pytest.approx(1.0, rel=0.02)
     h = report.step_figures(None, 0.5, 100)                           # whole-loop systems
     assert h["step_ms"] == pytest.approx(5.0) and h["p10_ms"] is None

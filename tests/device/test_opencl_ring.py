@@ -106,3 +106,14 @@ def test_rings_only_where_no_value_is_needed_at_once(opencl_executables):
     _run(3, "opencl", feeder=True)
     steps = opencl_executables[-1].steps
     assert list(_feeds(steps, Receive)) and not list(_feeds(steps, RingReceive))
+
+
+def test_no_ring_for_a_heavy_step(opencl_executables, monkeypatch):
+    """A loop body of more work than ``RING_WORK`` keeps a read per iteration: there a
+    ring would only delay each value (the progress a Receiver shows) by 8 long steps."""
+    from autodiff.device import opencl
+    monkeypatch.setattr(opencl, "RING_WORK", 10)
+    _run(3, "opencl")
+    steps = opencl_executables[-1].steps
+    assert list(_feeds(steps, Receive)) and not list(_feeds(steps, RingReceive))
+

@@ -160,14 +160,21 @@ def ring_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int) ->
     return Source(name, "\n".join(L), (1,), (1,))
 
 
+#: most work (:func:`.chain.work`, flop-equivalents) of a loop body whose Receivers go
+#: through rings: a ring delays each value by up to :data:`~.runtime.RING` iterations, a
+#: read per iteration (6-8 us on PoCL) only matters for steps well below a millisecond
+RING_WORK = 1 << 24
+
+
 def _ring_loop(body) -> bool:
-    """Whether the Receivers of ``For`` body ``body`` can go through rings: it holds only
+    """Whether the Receivers of ``For`` body ``body`` go through rings: it holds only
     kernels without an index check (no error record to read with each value) and
     Receivers, no Feeders (whose order rule needs each value before later calls), host
-    functions, branches or nested loops."""
+    functions, branches or nested loops, and at most :data:`RING_WORK` of work."""
     return all(isinstance(x, ReceiverRead) or
                (isinstance(x, Kernel) and not isinstance(x, (Gather, ScatterAdd)))
-               for x in body) and any(isinstance(x, ReceiverRead) for x in body)
+               for x in body) and any(isinstance(x, ReceiverRead) for x in body) and \
+        sum(chain.work(x) for x in body if isinstance(x, Kernel)) <= RING_WORK
 
 
 def _ring_parts(s: ReceiverRead, off) -> list | None:
