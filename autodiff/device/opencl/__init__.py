@@ -187,6 +187,23 @@ def _ring_parts(s: ReceiverRead, off) -> list | None:
     return parts
 
 
+def _ring_steps(s: ReceiverRead, parts: list, kernels: _Kernels, steps, launches) -> None:
+    """Receiver ``s`` through a ring: its copy body (:func:`ring_body`, in the chain of the
+    latest launch) and its host step (:class:`~.runtime.RingReceive`); the ring (a counter
+    word, then :data:`~.runtime.RING` slots of the values' ``parts``) lives in the
+    constants region, zero at each run's start."""
+    stride = sum(n for _, n in parts)
+    at = kernels.reserve(1 + RING * stride)
+    src = ring_body(f"k{kernels.count}_ring", parts, at, RING)
+    kernels.count += 1
+    kernels.bodies.append(src)
+    _launch(steps, launches, src, True, False)
+    starts = np.cumsum([0] + [n for _, n in parts])[:-1]
+    steps.append(RingReceive(s.spec, [(int(a) * 4, tuple(b.shape), storage(b.dtype))
+                                      for a, b in zip(starts, s.buffers)],
+                             (at + 1) * 4, RING, stride * 4))
+
+
 def _launch(steps, launches, src, small: bool, counters) -> None:
     """Append kernel body ``src`` to the chain of the latest launch of ``steps`` (host
     bookkeeping of rings in between does not end a chain) when both are small, else as a
@@ -243,17 +260,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead) and ring and _ring_parts(s, off) is not None:
-            parts = _ring_parts(s, off)
-            stride = sum(n for _, n in parts)
-            at = kernels.reserve(1 + RING * stride)
-            src = ring_body(f"k{kernels.count}_ring", parts, at, RING)
-            kernels.count += 1
-            kernels.bodies.append(src)
-            _launch(steps, launches, src, True, False)
-            starts = np.cumsum([0] + [n for _, n in parts])[:-1]
-            steps.append(RingReceive(s.spec, [(int(a) * 4, tuple(b.shape), storage(b.dtype))
-                                              for a, b in zip(starts, s.buffers)],
-                                     (at + 1) * 4, RING, stride * 4))
+            _ring_steps(s, _ring_parts(s, off), kernels, steps, launches)
         elif isinstance(s, ReceiverRead):
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
