@@ -1,7 +1,7 @@
 """Receiver rings on the OpenCL device: in a loop whose body is kernels and Receivers only,
 each iteration's values are copied on the device into a ring slot (a body in the launch
 chain) and the host reads the ring once per ``RING`` iterations
-(:class:`autodiff.device.opencl.runtime.RingReceive`). Every value still reaches its
+(:mod:`autodiff.device.opencl.rings`). Every value still reaches its
 Receiver, in order, and a failing Receiver still stops the run at its own iteration with
 the parameters of that iteration's start."""
 import numpy as np
@@ -109,10 +109,10 @@ def test_rings_only_where_no_value_is_needed_at_once(opencl_executables):
 
 
 def test_no_ring_for_a_heavy_step(opencl_executables, monkeypatch):
-    """A loop body of more work than ``RING_WORK`` keeps a read per iteration: there a
+    """A loop body of more work than ``rings.WORK`` keeps a read per iteration: there a
     ring would only delay each value (the progress a Receiver shows) by 8 long steps."""
-    from autodiff.device import opencl
-    monkeypatch.setattr(opencl, "RING_WORK", 10)
+    from autodiff.device.opencl import rings
+    monkeypatch.setattr(rings, "WORK", 10)
     _run(3, "opencl")
     steps = opencl_executables[-1].steps
     assert list(_feeds(steps, Receive)) and not list(_feeds(steps, RingReceive))

@@ -16,7 +16,6 @@ Arena layout: :mod:`autodiff.device.cstyle.arena`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import time
 
@@ -29,14 +28,13 @@ from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, FeederWri
                               ScatterAdd, While)
 from .. import empty
 from ..cstyle import arena, codegen, philox
-from ..cstyle.dialect import body_name
 from ..cstyle.kernels import Source
 from ..host import ignored
-from . import callback, chain, control, prejit, render, split
+from . import callback, chain, control, prejit, render, rings, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
-from .runtime import (RING, ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch,
-                      Loop, Receive, RingReceive, build_file, check_arena, write_source)
+from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
+                      Receive, RingReceive, build_file, check_arena, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -110,7 +108,7 @@ class _Kernels:
 
     def reserve(self, words: int) -> int:
         """``words`` floats of the constants region (zero at each run's start) for state the
-        device keeps itself (a Receiver ring, :func:`ring_body`); returns their offset."""
+        device keeps itself (a Receiver ring, :mod:`.rings`); returns their offset."""
         at = self.base + len(self.constants)
         self.constants.extend([0.0] * words)
         return at
@@ -133,75 +131,6 @@ class _Kernels:
                 self.bodies.append(src)
             out.append(dataclasses.replace(src, name=first.name, src=first.src))
         return out
-
-
-#: most 4-byte words of a Receiver's values that a ring (:func:`ring_body`) holds per slot
-RING_WORDS = 1024
-
-
-def ring_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int) -> Source:
-    """A one-point kernel body copying a Receiver's values -- ``parts`` = [(word offset,
-    words)] of the arena, 4-byte values -- into the next slot of a ring at word ``ring``:
-    ``slots`` slots of the parts' words each after one counter word (the slot to write
-    next, advanced here). It runs in the loop body's launch chain, so the host reads the
-    ring once per ``slots`` iterations (:class:`~.runtime.RingReceive`): on PoCL a read
-    command costs 6-8 us, as long as a small model's whole step on one core."""
-    stride = sum(n for _, n in parts)
-    L = [f"static inline void {body_name(name)}(__global float* restrict buf, const int g0, "
-         "const int g1, const int g2) {",
-         "  __global int* w = (__global int*)buf;",
-         f"  const int slot = w[{ring}];",
-         f"  __global int* dst = w + {ring + 1} + slot*{stride};"]
-    at = 0
-    for o, n in parts:
-        L.append(f"  for (int i = 0; i < {n}; i++) dst[{at} + i] = w[{o} + i];")
-        at += n
-    L += [f"  w[{ring}] = slot + 1 == {slots} ? 0 : slot + 1;", "}"]
-    return Source(name, "\n".join(L), (1,), (1,))
-
-
-#: most work (:func:`.chain.work`, flop-equivalents) of a loop body whose Receivers go
-#: through rings: a ring delays each value by up to :data:`~.runtime.RING` iterations, a
-#: read per iteration (6-8 us on PoCL) only matters for steps well below a millisecond
-RING_WORK = 1 << 24
-
-
-def _ring_loop(body) -> bool:
-    """Whether the Receivers of ``For`` body ``body`` go through rings: it holds only
-    kernels without an index check (no error record to read with each value) and
-    Receivers, no Feeders (whose order rule needs each value before later calls), host
-    functions, branches or nested loops, and at most :data:`RING_WORK` of work."""
-    return all(isinstance(x, ReceiverRead) or
-               (isinstance(x, Kernel) and not isinstance(x, (Gather, ScatterAdd)))
-               for x in body) and any(isinstance(x, ReceiverRead) for x in body) and \
-        sum(chain.work(x) for x in body if isinstance(x, Kernel)) <= RING_WORK
-
-
-def _ring_parts(s: ReceiverRead, off) -> list | None:
-    """[(word offset, words)] of a Receiver's values when they fit a ring slot (4-byte
-    values, at most :data:`RING_WORDS` in all), else None."""
-    parts = [(off[b.name], math.prod(b.shape)) for b in s.buffers]
-    if any(np.dtype(storage(b.dtype)).itemsize != 4 for b in s.buffers) or \
-            not 0 < sum(n for _, n in parts) <= RING_WORDS:
-        return None
-    return parts
-
-
-def _ring_steps(s: ReceiverRead, parts: list, kernels: _Kernels, steps, launches) -> None:
-    """Receiver ``s`` through a ring: its copy body (:func:`ring_body`, in the chain of the
-    latest launch) and its host step (:class:`~.runtime.RingReceive`); the ring (a counter
-    word, then :data:`~.runtime.RING` slots of the values' ``parts``) lives in the
-    constants region, zero at each run's start."""
-    stride = sum(n for _, n in parts)
-    at = kernels.reserve(1 + RING * stride)
-    src = ring_body(f"k{kernels.count}_ring", parts, at, RING)
-    kernels.count += 1
-    kernels.bodies.append(src)
-    _launch(steps, launches, src, True, False)
-    starts = np.cumsum([0] + [n for _, n in parts])[:-1]
-    steps.append(RingReceive(s.spec, [(int(a) * 4, tuple(b.shape), storage(b.dtype))
-                                      for a, b in zip(starts, s.buffers)],
-                             (at + 1) * 4, RING, stride * 4))
 
 
 def _launch(steps, launches, src, small: bool, counters) -> None:
@@ -229,8 +158,8 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
     list of index-checked graph nodes, the check id of each being its position + 1)``.
     ``guard``: a C condition every kernel here runs under (a branch decided on the device,
-    :mod:`.control`). ``ring``: the Receivers here go through rings (:func:`ring_body`;
-    a loop body for which :func:`_ring_loop` holds, on a device that chains)."""
+    :mod:`.control`). ``ring``: the Receivers here go through rings (:mod:`.rings`; a
+    loop body for which :func:`.rings.eligible` holds, on a device that chains)."""
     nodes, sites, checked = ctx
     steps = []
     sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches, chain_work, target,  # noqa
@@ -239,7 +168,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
     for s in stmts:
         if isinstance(s, For):
             site = next(sites, "?")
-            body = sub(s.body, ring=chain_work > 0 and _ring_loop(s.body))
+            body = sub(s.body, ring=chain_work > 0 and rings.eligible(s.body))
             feeds = [x for x in body if type(x) is Feed]
             # Feeders run ahead (prefetch) only with no nested loop or host-decided branch
             # with callbacks: those call their Feeders in place
@@ -259,8 +188,10 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
-        elif isinstance(s, ReceiverRead) and ring and _ring_parts(s, off) is not None:
-            _ring_steps(s, _ring_parts(s, off), kernels, steps, launches)
+        elif isinstance(s, ReceiverRead) and ring and rings.parts(s, off) is not None:
+            src, step = rings.receiver(s, rings.parts(s, off), kernels)
+            _launch(steps, launches, src, True, False)      # the copy joins the chain
+            steps.append(step)
         elif isinstance(s, ReceiverRead):
             steps.append(Receive(s.spec, [(off[b.name] * 4, tuple(b.shape), storage(b.dtype))
                                           for b in s.buffers]))
@@ -511,7 +442,6 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
         ArenaOutOfMemory: the arena exceeds the device's largest allocation.
         NotImplementedError: a statement kind with no kernel template.
     """
-    import pyopencl as cl
     t_all = time.perf_counter()
     ctx, dev = context(opencl_device)
     helper = prejit.early(dev, graph, options) if chain.is_cpu(dev) else None

@@ -256,7 +256,7 @@ class Receive:
 class RingReceive:
     """A Receiver whose values the device copies, every iteration, into slot ``count %
     slots`` of a ring in the arena (a kernel body in the iteration's launch chain:
-    :func:`autodiff.device.opencl.ring_body`); the host reads the whole ring
+    :mod:`autodiff.device.opencl.rings`); the host reads the whole ring
     (``slots * stride`` bytes at byte offset ``ring``) once per ``slots`` iterations
     instead of one read per iteration, then calls the Receiver for each. ``parts``: [(byte
     offset within a slot, shape, dtype)]. ``count``: iterations copied since the run
