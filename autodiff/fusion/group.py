@@ -19,9 +19,8 @@ import itertools
 import weakref
 
 from ..procedural.access import Expr, Num, Var, simplify, substitute, variables
-from ..procedural.ir import (BLOCKS, Acc, Apply, BufferKind, Const, DotProduct, Elementwise,
-                             Load, Local, Output, Rand, Reduce, Select, Stmt, Value,
-                             walk_values)
+from ..procedural.ir import (BLOCKS, Apply, BufferKind, DotProduct, Elementwise, Load, Local,
+                             Output, Rand, Reduce, Select, Stmt, Value, walk_values)
 
 MAX_MEMBERS = 48        # members per group (keeps the O(k^2) rebuilds cheap)
 MAX_VALUE_NODES = 4000  # expression size of one fused kernel (guards against inlining blow-up)
