@@ -19,7 +19,7 @@ import numpy as np
 from . import dtypes
 from .ir import BITWISE, Op, Node
 from .ops import (LN2, add, binary, cast, const, div, dot, expand, gather,
-                  mul, neg, pad, permute, reduce, reshape, scale, scatter_add, slice_, sub,
+                  mul, neg, permute, reduce, reshape, scale, scatter_add, slice_, sub,
                   swap_last, unary, unslice, where, window_fold)
 from .trace import TRACER
 

@@ -59,7 +59,6 @@ def _out_len(length, k, s, p, d, ceil_mode) -> int:
 def _uniform_windows(op, x, kernel, stride, padding, dilation, ceil_mode, fill):
     """Pad with ``fill`` and window every spatial dim: ``[N, C, *out, *kernel]`` and the
     output sizes."""
-    nsp = len(kernel)
     outs, pads = [], []
     for i, (k, s, p, d) in enumerate(zip(kernel, stride, padding, dilation)):
         if s < 1 or k < 1 or d < 1:
