@@ -341,7 +341,11 @@ def micro_kernel(name: str, d: Dialect) -> str:
     one function per tile shape, each dispatch kernel compiles it once (the main job's
     training program: clBuildProgram 1.67 -> 1.47 s, its kernels' JIT 2.31 -> 2.14 s on
     two cores, PoCL 3.1), at no measurable cost per step (the tile loop runs ``K``
-    iterations per call; its accumulators pass through 16 private vector stores)."""
+    iterations per call; its accumulators pass through 16 private vector stores).
+
+    Raises:
+        ValueError: ``name`` is not a shared tile loop's name.
+    """
     m = MICRO_CALL.match(name + "(")
     if m is None:
         raise ValueError(f"not a shared tile loop name: {name!r}")

@@ -106,6 +106,11 @@ class _Kernels:
         return dataclasses.replace(src, src=head + brace + body, params=tuple(params),
                                    args=tuple(args))
 
+    def name(self, kind: str) -> str:
+        """A fresh kernel name ``k<n>_<kind>``."""
+        self.count += 1
+        return f"k{self.count - 1}_{kind}"
+
     def reserve(self, words: int) -> int:
         """``words`` floats of the constants region (zero at each run's start) for state the
         device keeps itself (a Receiver ring, :mod:`.rings`); returns their offset."""
@@ -116,8 +121,7 @@ class _Kernels:
     def render(self, s, off, target, check=(1, None)) -> list:
         """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
         ``check`` as :func:`~autodiff.device.cstyle.codegen.kernel`."""
-        name = f"k{self.count}_{s.kind.replace('+', '_').lower()}"
-        self.count += 1
+        name = self.name(s.kind.replace('+', '_').lower())
         out = []
         one_point = chain.work(s) <= chain.POINT_FLOPS
         for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check,
@@ -188,8 +192,9 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
-        elif isinstance(s, ReceiverRead) and ring and rings.parts(s, off) is not None:
-            src, step = rings.receiver(s, rings.parts(s, off), kernels)
+        elif isinstance(s, ReceiverRead) and ring and \
+                (values := rings.parts(s, off)) is not None:
+            src, step = rings.receiver(s, values, kernels)
             _launch(steps, launches, src, True, False)      # the copy joins the chain
             steps.append(step)
         elif isinstance(s, ReceiverRead):

@@ -77,12 +77,11 @@ def copy_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int) ->
 
 def receiver(s: ReceiverRead, parts: list, kernels) -> tuple[Source, RingReceive]:
     """Receiver ``s`` through a ring in the constants region of ``kernels`` (the device's
-    ``_Kernels``, which also takes the copy body): the copy body, to launch in the chain
-    of the iteration, and the host step."""
+    ``_Kernels``, which names and holds the copy body): the copy body, to launch in the
+    chain of the iteration, and the host step."""
     stride = sum(n for _, n in parts)
     at = kernels.reserve(1 + RING * stride)
-    src = copy_body(f"k{kernels.count}_ring", parts, at, RING)
-    kernels.count += 1
+    src = copy_body(kernels.name("ring"), parts, at, RING)
     kernels.bodies.append(src)
     starts = np.cumsum([0] + [n for _, n in parts])[:-1]
     step = RingReceive(s.spec, [(int(a) * 4, tuple(b.shape), storage(b.dtype))
