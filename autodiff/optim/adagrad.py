@@ -37,9 +37,10 @@ class Adagrad(Optimizer):
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
+        started: dict = {}
         for group in self.param_groups:
             for p in group["params"]:
-                self.state[p] = self.init_state(p, group)
+                self.state[p] = self.new_state(p, group, started)
 
     def init_state(self, p: Tensor, group: dict) -> dict:
         init = group["initial_accumulator_value"]
@@ -47,7 +48,7 @@ class Adagrad(Optimizer):
                 "sum": Tensor(np.full(p.shape, init, np.float32))}
 
     def update(self, p, g, group, st) -> None:
-        step = st["step"].add_(1.0)
+        step = self.once(st, "step", lambda t: t.add_(1.0))
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
         clr = group["lr"]

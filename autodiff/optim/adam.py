@@ -67,7 +67,7 @@ class Adam(Optimizer):
 
     def update(self, p, g, group, st) -> None:
         lr, (beta1, beta2) = group["lr"], group["betas"]
-        step = st["step"].add_(1.0)
+        step = self.once(st, "step", lambda t: t.add_(1.0))
         g = decay(p, g, group)
         m, v = adam_moments(g, st, beta1, beta2)
         if group["amsgrad"]:

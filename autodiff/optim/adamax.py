@@ -40,7 +40,7 @@ class Adamax(Optimizer):
 
     def update(self, p, g, group, st) -> None:
         beta1, beta2 = group["betas"]
-        step = st["step"].add_(1.0)
+        step = self.once(st, "step", lambda t: t.add_(1.0))
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
         m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))

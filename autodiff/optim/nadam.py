@@ -38,6 +38,8 @@ class NAdam(Optimizer):
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable, differentiable=differentiable))
 
+    shared_state = ("step", "mu_product")
+
     def init_state(self, p: Tensor, group: dict) -> dict:
         return {"step": Tensor(np.zeros((), np.float32)),
                 "mu_product": Tensor(np.ones((), np.float32)),
@@ -46,12 +48,12 @@ class NAdam(Optimizer):
     def update(self, p, g, group, st) -> None:
         lr, (beta1, beta2) = group["lr"], group["betas"]
         md = group["momentum_decay"]
-        step = st["step"].add_(1.0)
+        step = self.once(st, "step", lambda t: t.add_(1.0))
         bc2 = one_minus_pow(beta2, step)
         g = decay(p, g, group)
         mu = (1.0 - 0.5 * pow_(0.96, step * md)) * beta1
         mu_next = (1.0 - 0.5 * pow_(0.96, (step + 1.0) * md)) * beta1
-        mp = st["mu_product"].mul_(mu)
+        mp = self.once(st, "mu_product", lambda t: t.mul_(mu))
         m, v = adam_moments(g, st, beta1, beta2)
         denom = (v / bc2).sqrt() + group["eps"]
         p.sub_(g / denom * (lr * (1.0 - mu) / (1.0 - mp)))

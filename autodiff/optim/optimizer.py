@@ -140,6 +140,12 @@ class Optimizer:
 
     #: state keys created by :meth:`init_state`, in PyTorch's order
     state_keys: tuple = ()
+    #: 0-d state entries that advance alike for every parameter of a group (the step
+    #: count, NAdam's ``mu_product``): parameters whose state starts together share one
+    #: tensor, advanced once per :meth:`step` (:meth:`once`), so the traced update computes
+    #: the scalar work that depends on it (bias corrections) once per group instead of
+    #: once per parameter. ``state[p]["step"]`` and ``state_dict()`` read as in PyTorch.
+    shared_state: tuple = ("step",)
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
@@ -147,6 +153,8 @@ class Optimizer:
             raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not "
                                       "supported (updates are traced without gradients)")
         self.state = _ParamState()
+        self._advanced: dict = {}       # shared state advanced in this step() (once)
+        self._traced: set = set()       # ids of shared state tensors some update advanced
         self.param_groups: list[dict] = []
         params = list(params) if not isinstance(params, Tensor) else [params]
         if not params:
@@ -198,6 +206,26 @@ class Optimizer:
         """Trace one update of ``p`` (``grad`` already negated for ``maximize``)."""
         raise NotImplementedError
 
+    def new_state(self, p: Tensor, group: dict, started: dict) -> dict:
+        """:meth:`init_state` of ``p``, its :attr:`shared_state` entries replaced by those
+        of the group's parameters started in the same call (``started``, one dict per
+        call: ``(id(group), key) -> tensor``)."""
+        st = self.init_state(p, group)
+        for k in self.shared_state:
+            if k in st:
+                st[k] = started.setdefault((id(group), k), st[k])
+        return st
+
+    def once(self, state: dict, key: str, advance) -> Tensor:
+        """``advance(state[key])`` traced once per :meth:`step` for a tensor that several
+        parameters share (:attr:`shared_state`); later callers get the first result."""
+        t = state[key]
+        done = self._advanced.get(id(t))
+        if done is None:
+            done = self._advanced[id(t)] = advance(t)
+            self._traced.add(id(t))
+        return done
+
     def step(self, closure=None):
         """Trace one update of every parameter that has a gradient (others are skipped,
         frozen parameters among them), group by group.
@@ -207,16 +235,21 @@ class Optimizer:
                 (traced before the update); its result is returned.
         """
         loss = closure() if closure is not None else None
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    st = self.state[p]
-                    if not st:
-                        st.update(self.init_state(p, group))
-                    g = -p.grad if group.get("maximize") else p.grad
-                    self.update(p, g, group, st)
+        started: dict = {}
+        self._advanced = {}
+        try:
+            with no_grad():
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is None:
+                            continue
+                        st = self.state[p]
+                        if not st:
+                            st.update(self.new_state(p, group, started))
+                        g = -p.grad if group.get("maximize") else p.grad
+                        self.update(p, g, group, st)
+        finally:
+            self._advanced = {}
         return loss
 
     # -- state dicts ---------------------------------------------------------------------
@@ -245,8 +278,13 @@ class Optimizer:
         the same kind (values may be torch tensors). Hyper-parameters held by a scheduler
         on the device are set in place.
 
+        Parameters of a group loaded at the same step share one step tensor
+        (:attr:`shared_state`); loaded at different steps, each gets its own.
+
         Raises:
-            ValueError: a different number of groups, or of parameters in a group.
+            ValueError: a different number of groups, or of parameters in a group; a state
+                tensor of the wrong shape; different values for a :attr:`shared_state`
+                tensor that a traced update already advances for several parameters.
         """
         saved = state_dict["param_groups"]
         if len(saved) != len(self.param_groups):
@@ -261,6 +299,9 @@ class Optimizer:
                 if k in ("params", "param_names"):
                     continue
                 g[k] = _keep_device_values(g.get(k), v)
+        group_of = {id(p): g for g in self.param_groups for p in g["params"]}
+        loaded: dict = {}       # id of a tensor set here -> (its value, parameter index)
+        shared: dict = {}       # (id(group), key, value bytes) -> tensor made here
         for i, st in state_dict["state"].items():
             p = id_map[int(i)]
             ours = self.state[p]
@@ -268,11 +309,26 @@ class Optimizer:
                 if v is None:
                     continue
                 arr = _as_array(v, "float32")
-                if k in ours and ours[k] is not None:
-                    if tuple(arr.shape) != ours[k].shape:
+                t = ours.get(k)
+                if t is not None and k in self.shared_state and id(t) not in self._traced:
+                    t = None    # no update reads it yet: remade, shared where values agree
+                if t is not None:
+                    if tuple(arr.shape) != t.shape:
                         raise ValueError(f"load_state_dict: state {k!r} has shape "
-                                         f"{list(arr.shape)}, expected {list(ours[k].shape)}")
-                    ours[k]._var.value = arr.copy()
+                                         f"{list(arr.shape)}, expected {list(t.shape)}")
+                    if id(t) in loaded and not np.array_equal(loaded[id(t)][0], arr):
+                        raise ValueError(
+                            f"load_state_dict: state {k!r} of parameters {loaded[id(t)][1]} "
+                            f"and {i} differs, but their traced updates share one {k!r} "
+                            "tensor (its parameters started together); load the state "
+                            "before the first traced step()")
+                    loaded[id(t)] = (arr, i)
+                    t._var.value = arr.copy()
+                elif k in self.shared_state and arr.ndim == 0:
+                    key = (id(group_of[id(p)]), k, arr.tobytes())
+                    if key not in shared:
+                        shared[key] = Tensor(arr.copy())
+                    ours[k] = shared[key]
                 else:
                     ours[k] = Tensor(arr.copy())
             self.loaded_state(p, ours)
@@ -281,8 +337,10 @@ class Optimizer:
         """Hook: fix internal state after ``load_state_dict`` (e.g. SGD's started flag)."""
 
     def state_tensors(self) -> list[Tensor]:
-        """Every state variable (for checkpointing or inspection)."""
-        return [t for st in self.state.values() for t in st.values() if t is not None]
+        """Every state variable (for checkpointing or inspection), each once (a shared
+        step count included once)."""
+        out = {id(t): t for st in self.state.values() for t in st.values() if t is not None}
+        return list(out.values())
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

@@ -49,7 +49,7 @@ class RMSprop(Optimizer):
 
     def update(self, p, g, group, st) -> None:
         alpha, wd, lr = group["alpha"], group["weight_decay"], group["lr"]
-        st["step"].add_(1.0)
+        self.once(st, "step", lambda t: t.add_(1.0))
         if wd:
             g = g + p * wd
         v = st["square_avg"].mul_(alpha).add_(g * g * (1.0 - alpha))
