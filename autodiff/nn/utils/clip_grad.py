@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ...graph.tensor import Tensor, concat
+from ...graph.tensor import Tensor
 from ...graph.trace import no_grad
 
 
@@ -36,22 +36,27 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
         raise ValueError("get_total_norm: no tensors")
     p = float(norm_type)
     with no_grad():
+        # the norms combine pairwise (a tree of scalar ops fused into one kernel), not
+        # through a concatenation: a concat of n scalars reads as an n-way select per lane
         if math.isinf(p):
             if p > 0:
-                return concat([t.abs().amax().reshape(1) for t in ts]).amax()
-            return concat([t.abs().amin().reshape(1) for t in ts]).amin()
+                return _tree([t.abs().amax() for t in ts], lambda a, b: a.maximum(b))
+            return _tree([t.abs().amin() for t in ts], lambda a, b: a.minimum(b))
         if p == 2.0:
             norms = [(t * t).sum().sqrt() for t in ts]
-        elif p == 1.0:
-            norms = [t.abs().sum() for t in ts]
-        else:
-            norms = [(t.abs() ** p).sum() ** (1.0 / p) for t in ts]
-        stacked = concat([n.reshape(1) for n in norms])
-        if p == 2.0:
-            return (stacked * stacked).sum().sqrt()
+            return _tree([n * n for n in norms], lambda a, b: a + b).sqrt()
         if p == 1.0:
-            return stacked.sum()
-        return (stacked ** p).sum() ** (1.0 / p)
+            return _tree([t.abs().sum() for t in ts], lambda a, b: a + b)
+        norms = [(t.abs() ** p).sum() ** (1.0 / p) for t in ts]
+        return _tree([n ** p for n in norms], lambda a, b: a + b) ** (1.0 / p)
+
+
+def _tree(xs: list, op):
+    """``op`` over ``xs`` as a balanced tree (pairwise, like a reduction's partial sums)."""
+    while len(xs) > 1:
+        xs = [op(xs[i], xs[i + 1]) if i + 1 < len(xs) else xs[i]
+              for i in range(0, len(xs), 2)]
+    return xs[0]
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
