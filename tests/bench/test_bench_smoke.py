@@ -21,14 +21,21 @@ def test_step_figures_drop_warmup_and_take_percentiles():
     f = report.step_figures(list(stamps), None, len(stamps))
     assert f["warmup"] == 40 and f["window"] == 16           # 360 intervals / 20, whole 8s
     assert f["p10_ms"] == pytest.approx(1.0) and f["p90_ms"] == pytest.approx(2.0)
-    assert 1.0 <= f["step_ms"] <= 2.0
+    assert 1.0 <= f["median_ms"] <= 2.0
+    # the headline is the mean of the 361 timed intervals: 161 of 1 ms, 200 of 2 ms
+    assert f["step_ms"] == f["mean_ms"] == pytest.approx((161 + 400) / 361)
     late = np.floor(np.arange(1, 801) / 8) * 8e-3       # 1 ms steps seen in bursts of 8
     g = report.step_figures(list(late), None, 800)
     assert g["window"] % 8 == 0                          # whole bursts: every window exact
-    assert g["step_ms"] == g["p10_ms"] == g["p90_ms"] == pytest.approx(1.0, rel=1e-9)
-    assert g["mean_ms"] == pytest.approx(1.0, rel=0.02)
+    assert g["median_ms"] == g["p10_ms"] == g["p90_ms"] == pytest.approx(1.0, rel=1e-9)
+    assert g["step_ms"] == pytest.approx(1.0, rel=0.02)
+    # bursts of 15 against windows of 8: the windows' median is off, the mean is not
+    b15 = np.floor(np.arange(1, 401) / 15) * 15e-3
+    b = report.step_figures(list(b15), None, 400)
+    assert b["step_ms"] == pytest.approx(1.0, rel=0.05)
+    assert abs(b["median_ms"] - 1.0) > 0.05
     h = report.step_figures(None, 0.5, 100)                           # whole-loop systems
-    assert h["step_ms"] == pytest.approx(5.0) and h["p10_ms"] is None
+    assert h["step_ms"] == h["median_ms"] == pytest.approx(5.0) and h["p10_ms"] is None
 
 
 def test_max_rel_diff_is_relative_with_an_absolute_floor():
