@@ -474,8 +474,9 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
         lanes = "0123456789abcdef"
         L += [f"  for (int i = 0; i < {rows}; i++) {{",
               f"    const float16 r = vload16(0, buf + {at_row(f'min(t*{rows}+i, {R - 1})')});"]
-        L += [f"    {'' if kk == 0 else f'if ({kk} < kn) '}P[{kk * rows} + i] = r.s{lanes[kk]};"
-              for kk in range(16)]
+        whole = K % 16 == 0               # every chunk is 16 long: no guards
+        L += [f"    {'' if kk == 0 or whole else f'if ({kk} < kn) '}P[{kk * rows} + i] = "
+              f"r.s{lanes[kk]};" for kk in range(16)]
         L.append("  }")
     else:                                 # element by element
         L += ["  for (int kk = 0; kk < kn; kk++)", f"    for (int i = 0; i < {rows}; i++)",
