@@ -34,7 +34,7 @@ from . import callback, chain, control, prejit, render, rings, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      Receive, RingReceive, build_file, check_arena, write_source)
+                      RING, Receive, RingReceive, build_file, check_arena, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -287,7 +287,7 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
     for la, (local, k, a) in where.items():
         src = names[local, k // most]
         kernel[la] = src.name
-        args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 1 - len(a)) \
+        args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 2 - len(a)) + (1,) \
             if most > 1 else a
     return out, args, kernel
 
@@ -356,6 +356,24 @@ def _first_launches(steps, launch_kernel: dict, switch: set) -> list:
                 visit(blk)
     visit(steps)
     return out
+
+
+def _mark_blocks(steps, launch_args: dict, dispatched: set) -> None:
+    """Set :attr:`~.runtime.Loop.block` on every loop whose body is one one-work-item
+    launch of a :func:`.chain.dispatch` kernel (``dispatched``; its last argument repeats
+    it) that neither draws random numbers nor reads loop counters, followed only by
+    Receivers through rings: its iterations need nothing from the host but the launch."""
+    from .runtime import _blocks
+    for s in steps:
+        if type(s) is Loop and not s.feeds and len(s.body) > 1 and type(s.body[0]) is Launch \
+                and all(type(x) is RingReceive and x.slots == RING for x in s.body[1:]):
+            la = s.body[0]
+            if la in dispatched and tuple(la.global_size) == (1,) and \
+                    tuple(la.local_size) == (1,) and not la.rand and not la.counters:
+                la.reps_arg = len(launch_args[la])
+                s.block = RING
+        for blk in _blocks(s):
+            _mark_blocks(blk, launch_args, dispatched)
 
 
 def _walk(stmts):
@@ -503,6 +521,7 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     check_arena(arena_bytes, dev)          # before anything is built or run
     paths = [write_source(x) for x in texts]
     switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
+    _mark_blocks(steps, launch_args, {la for la in launches if launch_kernel[la] in switch})
     # each part's kernels together, in first-launch order: this process compiles the first
     # part's from the front, the helper the last part's from the back
     first = sorted([(part_of[n], n, g, loc)

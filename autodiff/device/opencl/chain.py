@@ -187,14 +187,19 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
     fixed cost before any code generation (measured on PoCL 3.1: 20 kernels of one
     16-wide loop each take 2.4x longer to JIT as 20 kernels than as the 20 cases of one
     kernel), so the entries launched with the same local size share one kernel. The
-    switch on a uniform argument costs one predictable branch per work-group."""
+    switch on a uniform argument costs one predictable branch per work-group.
+
+    The last int argument ``reps`` runs the entry that many times in a row: 1 for every
+    launch but a loop's iteration block (:func:`blockable`: a one-work-item chain that is
+    a whole loop iteration, run for several iterations per launch)."""
     n = max(len(e.params) for e in entries)
-    params = ["const int which"] + [f"const int p{i}_" for i in range(n)]
+    params = ["const int which"] + [f"const int p{i}_" for i in range(n)] + \
+        ["const int reps"]
     first = " | ".join(d.index("local", i) for i in range(3))
     L = [d.signature(name, [f"{d.pointer()} restrict buf"] + params) + " {",
          f"  if ({first}) return;",
          "  const int " + ", ".join(f"b{i} = {d.index('group', i)}" for i in range(3)) + ";",
-         "  switch (which) {"]
+         "  for (int r_ = 0; r_ < reps; r_++) switch (which) {"]
     for k, e in enumerate(entries):
         args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))]
                          + ["b0", "b1", "b2"])

@@ -7,7 +7,9 @@ Execution model (on PoCL 3.1 a launch costs the host 1.3-1.7 us and any synchron
 * every kernel is built once, before the first iteration; each launch is a prebuilt
   ``(kernel, global size, local size)`` whose only argument, the arena, is bound up front;
 * a ``For`` runs on the host as a tight loop over those launches on one in-order queue,
-  with no synchronisation per kernel (up to :data:`RING` iterations in flight);
+  with no synchronisation per kernel (up to :data:`RING` iterations in flight); a light
+  body that is one one-work-item chain with Receivers through rings runs as blocks of up
+  to :data:`RING` iterations per launch (:attr:`Loop.block`);
 * host callbacks follow the order contract of :mod:`autodiff.device.host`
   (``prefetch``): under ``prefetch=n`` the Feeders of iteration ``k`` are called at its
   start, just after the Receivers of iterations ``<= k - n - 1`` ran, so they overlap the
@@ -230,6 +232,8 @@ class Launch:
     kernel: object = None
     rand: bool = False        # draws random numbers: needs the current iteration words
     counters: bool = False    # reads loop counters: needs them written (control.py)
+    reps_arg: int = 0         # kernel argument index of the repeat count (an iteration
+    reps: int = 1             # block's chain: Loop.block), and its value now
 
 
 @dataclass(eq=False)
@@ -283,6 +287,11 @@ class Loop:
         flag_at_end: read the index-error record at the end of each iteration (the
             program has index-checked kernels and the body does not end with a Receive,
             whose read includes it).
+        block: iterations per launch (0: one): the body is one one-work-item chain
+            launch, which reruns the iteration on the device (its ``reps`` argument), and
+            Receivers through rings; nothing the host does per iteration (no Feeder,
+            random draws or loop counters). Up to ``block`` iterations then cost the host
+            one launch, and a checkpoint or the run's end cuts a block short.
     """
     range: range
     body: list
@@ -291,6 +300,7 @@ class Loop:
     site: str = "?"
     inner: bool = True
     flag_at_end: bool = False
+    block: int = 0
 
 
 @dataclass(eq=False)
@@ -509,7 +519,10 @@ class Executable:
         stop = len(lp.range) if stop is None else stop
         ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
         every = self.checkpoint_every
-        marks: collections.deque = collections.deque()
+        block = lp.block if not lp.flag_at_end else 0
+        limit = 2 * block if block else RING    # iterations in flight
+        marks: collections.deque = collections.deque()      # (event, iterations)
+        flight = 0
         try:
             if not replay:
                 self._drain()               # everything before the loop has run
@@ -519,9 +532,19 @@ class Executable:
             if top:
                 self.progress.enter(lp.site)
                 self._enqueued, self._partial = start, False
-            for k in range(start, stop):
-                if len(marks) >= RING:          # at most RING iterations in flight: deep PoCL
-                    marks.popleft().wait()      # queues slow every command down
+            k = start
+            while k < stop:
+                n = 1                           # iterations this pass (a block's, or one)
+                if block and self._first is not None:
+                    n = min(block, stop - k)
+                    if top and not replay:      # a checkpoint starts a block
+                        n = min(n, every - (k - start) % every)
+                    for r in lp.body[1:]:       # a ring is read before a launch refills it
+                        n = min(n, r.slots - len(r.unread))
+                while marks and flight + n > limit:     # at most RING iterations in
+                    ev, m = marks.popleft()             # flight (2 blocks): deep PoCL
+                    ev.wait()                           # queues slow every command down
+                    flight -= m
                 self._iters[depth] = k
                 self._words = iteration_words(self._iters)
                 if not replay:
@@ -540,17 +563,22 @@ class Executable:
                 if top:
                     self._partial = True
                 self._last_launch = None
-                self._exec(lp.body)
+                if block:
+                    self._exec_block(lp, depth, k, n)
+                else:
+                    self._exec(lp.body)
                 if lp.flag_at_end and not replay:
                     self._read_flag()
                 # the iteration's last launch marks it (an in-order queue: all before it
                 # are done with it): a marker command costs PoCL 3 us
-                marks.append(self._last_launch or cl.enqueue_marker(q))
+                marks.append((self._last_launch or cl.enqueue_marker(q), n))
+                flight += n
+                k += n
                 if top:
-                    self._enqueued = k + 1
+                    self._enqueued = k
                     self._partial = False
                 if self._first is None and not replay:  # one sync: first iteration (JIT)
-                    marks[-1].wait()
+                    marks[-1][0].wait()
                     self._first = time.perf_counter() - self._t0
                     self._iter0 = (time.perf_counter(), stop - start - 1)
             if not replay:
@@ -566,6 +594,26 @@ class Executable:
             self._words = iteration_words(self._iters)
             if top:
                 self.progress.leave()
+
+    def _exec_block(self, lp: Loop, depth: int, k: int, n: int) -> None:
+        """Iterations ``k .. k+n-1`` of block loop ``lp`` (:attr:`Loop.block`): its chain
+        launched once with ``reps = n``, then each iteration's ring slots handed to the
+        host (in iteration order)."""
+        import pyopencl as cl
+        la = lp.body[0]
+        if la.reps != n:
+            la.kernel.set_arg(la.reps_arg, np.int32(n))
+            la.reps = n
+        self._last_launch = cl.enqueue_nd_range_kernel(self.queue, la.kernel,
+                                                       la.global_size, la.local_size)
+        if self._prof is not None:
+            self._prof.append((la.name, self._last_launch))
+        if self._replay is not None:        # a replay suppresses Receivers
+            return
+        for j in range(n):
+            self._iters[depth] = k + j
+            for r in lp.body[1:]:
+                self._ring_receive(r)
 
     def _completed(self) -> int:
         """Iterations of the outermost loop completed: fully enqueued, with no Receiver or
