@@ -46,6 +46,7 @@ def test_a_light_loop_runs_in_blocks(opencl_executables, launches, monkeypatch):
     assert lp.block == RING
     name = lp.body[0].kernel.function_name
     blocked = launches.count(name)
+    assert lp.body[0].reps == 1           # the kernel object is left as compiled
     from autodiff.device import opencl
     monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
     del launches[:]
@@ -103,3 +104,16 @@ def test_no_block_where_the_host_works_each_iteration(kw, opencl_executables):
     one launch per iteration."""
     _run(3, "opencl", **kw)
     assert all(lp.block == 0 for lp in _loops(opencl_executables[-1].steps))
+
+
+def test_a_profiled_run_times_each_iteration(opencl_executables):
+    """``profile=True`` records one launch per iteration (per-kernel device times stay
+    per iteration): no blocks then."""
+    steps = RING + 3
+    got = []
+    _program(steps, lambda *a: got.append(a))
+    ad.execute(device="opencl", profile=True)
+    exe = opencl_executables[-1]
+    lp = _loop(exe)
+    assert lp.block == RING and len(got) == steps
+    assert exe.stats["kernel_us"][lp.body[0].name][0] == steps

@@ -190,8 +190,8 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
     switch on a uniform argument costs one predictable branch per work-group.
 
     The last int argument ``reps`` runs the entry that many times in a row: 1 for every
-    launch but a loop's iteration block (:func:`blockable`: a one-work-item chain that is
-    a whole loop iteration, run for several iterations per launch)."""
+    launch but an iteration block (:attr:`~.runtime.Loop.block`: a one-work-item chain
+    that is a whole loop iteration, run for several iterations per launch)."""
     n = max(len(e.params) for e in entries)
     params = ["const int which"] + [f"const int p{i}_" for i in range(n)] + \
         ["const int reps"]

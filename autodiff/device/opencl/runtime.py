@@ -519,7 +519,8 @@ class Executable:
         stop = len(lp.range) if stop is None else stop
         ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
         every = self.checkpoint_every
-        block = lp.block if not lp.flag_at_end else 0
+        # blocks only where nothing per iteration is asked for (a profile times launches)
+        block = lp.block if not lp.flag_at_end and self._prof is None else 0
         limit = 2 * block if block else RING    # iterations in flight
         marks: collections.deque = collections.deque()      # (event, iterations)
         flight = 0
@@ -592,6 +593,9 @@ class Executable:
         finally:
             del self._iters[depth:]
             self._words = iteration_words(self._iters)
+            if block and lp.body[0].reps != 1:  # the kernel object as compiled: one
+                lp.body[0].kernel.set_arg(lp.body[0].reps_arg, np.int32(1))   # iteration
+                lp.body[0].reps = 1
             if top:
                 self.progress.leave()
 
