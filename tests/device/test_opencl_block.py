@@ -9,7 +9,8 @@ import pyopencl as cl
 
 import autodiff as ad
 from autodiff.device.opencl import device
-from autodiff.device.opencl.runtime import CHECKPOINT, RING, Loop, _loops
+from autodiff.device.opencl.runtime import CHECKPOINT, RING, Loop, RingFeed, _loops
+import autodiff.optim  # noqa: F401  (ad.optim)
 from test_opencl_ring import _program, _run
 
 try:
@@ -97,13 +98,87 @@ def test_a_failing_receiver_stops_at_its_iteration(s, opencl_executables):
     np.testing.assert_array_equal(w.numpy(), expected)
 
 
-@pytest.mark.parametrize("kw", [dict(dropout=True), dict(feeder=True)],
-                         ids=["random draws", "feeder"])
+@pytest.mark.parametrize("kw", [dict(dropout=True), dict(feeder=True, prefetch=2 * RING - 2)],
+                         ids=["random draws", "feeder, short prefetch"])
 def test_no_block_where_the_host_works_each_iteration(kw, opencl_executables):
-    """Random draws need each iteration's words written by the host, a Feeder its value:
-    one launch per iteration."""
+    """Random draws need each iteration's words written by the host; a Feeder under a
+    ``prefetch`` below ``2 RING - 1`` may have to wait for a Receiver's value inside a
+    block: one launch per iteration."""
     _run(3, "opencl", **kw)
     assert all(lp.block == 0 for lp in _loops(opencl_executables[-1].steps))
+
+
+def test_feeders_through_rings_run_in_blocks(opencl_executables, launches):
+    """A Feeder (default ``prefetch``) writes each iteration's value into a ring slot that
+    the chain copies in: the loop still runs in blocks, every value as on the numpy
+    device, one Feeder call per iteration."""
+    steps = CHECKPOINT + RING + 3
+    got, w = _run(steps, "opencl", feeder=True)
+    want, w_np = _run(steps, "numpy", feeder=True)
+    lp = _loop(opencl_executables[0])
+    assert lp.block == RING and lp.lead == 1 and type(lp.body[0]) is RingFeed
+    assert launches.count(lp.body[1].kernel.function_name) < steps // 2
+    assert len(got) == len(want) == steps
+    np.testing.assert_allclose([g[0] for g in got], [r[0] for r in want], rtol=2e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(w, w_np, rtol=2e-5, atol=1e-6)
+
+
+def _fed_program(steps, fail_feed=None, fail_recv=None):
+    """A Feeder of a new input every iteration (call ``fail_feed`` raises) and a Receiver
+    (call ``fail_recv`` raises); returns (weight, calls made)."""
+    ad.reset()
+    rng = np.random.default_rng(5)
+    w = ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32) * 0.5, requires_grad=True)
+    xs = rng.standard_normal((steps, 5, 4)).astype(np.float32)
+    opt = ad.optim.SGD([w], lr=0.05)
+    calls = {"feed": 0, "recv": 0}
+
+    def feed():
+        if calls["feed"] == fail_feed:
+            raise ValueError("no data")
+        calls["feed"] += 1
+        return xs[calls["feed"] - 1]
+
+    def recv(v):
+        if calls["recv"] == fail_recv:
+            raise ValueError("receiver down")
+        calls["recv"] += 1
+
+    def step():
+        opt.zero_grad()
+        loss = (ad.Feeder(feed, [5, 4], name="x") @ w).tanh().square().mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(recv, [loss], name="r")
+    ad.ir_for(steps, step)
+    return w, calls
+
+
+@pytest.mark.parametrize("s", [0, 3, RING + 2, CHECKPOINT + 5])
+@pytest.mark.parametrize("what", ["feeder", "receiver"])
+def test_a_failing_callback_in_a_fed_block(what, s, opencl_executables, monkeypatch):
+    """A Feeder or Receiver of iteration ``s`` fails inside a block: the same error and
+    Feeder-call count as on the numpy device (the order rule holds per iteration inside a
+    block), and the weight of the start of iteration ``s``, bit-identical to a run
+    without blocks (slots written for iterations never run are discarded)."""
+    from autodiff.device import opencl
+    out = {}
+    for run in ("numpy", "opencl", "no blocks"):
+        if run == "no blocks":
+            monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
+        kw = {"fail_feed": s} if what == "feeder" else {"fail_recv": s}
+        w, calls = _fed_program(CHECKPOINT + 3 * RING, **kw)
+        with pytest.raises((ad.FeederError, ad.ReceiverError)) as info:
+            ad.execute(device="numpy" if run == "numpy" else "opencl")
+        out[run] = (w.numpy(), dict(calls), type(info.value), info.value.iteration,
+                    info.value.feeder_calls)
+        if run == "opencl":
+            assert _loop(opencl_executables[-1]).block == RING
+    np.testing.assert_array_equal(out["opencl"][0], out["no blocks"][0])
+    np.testing.assert_allclose(out["opencl"][0], out["numpy"][0], rtol=1e-5, atol=1e-6)
+    assert out["opencl"][1:] == out["numpy"][1:] == out["no blocks"][1:]
+    assert out["opencl"][3] == (s,)
 
 
 def test_a_profiled_run_times_each_iteration(opencl_executables):

@@ -56,7 +56,8 @@ def test_chained_and_ndrange_launches_agree_on_the_linear_example(opencl_executa
     l1, p1, s1 = _linear(30)
     assert s0["launches"] == s0["kernels"] and s0["chains"] == 0
     assert set(_body_runs(opencl_executables[0].steps)) <= {"L", "F", "R"}
-    assert s1["kernels"] == s0["kernels"] and s1["chains"] >= 1
+    assert s0["rings"] == 0 and s1["rings"] >= 1     # rings need chains: their copies
+    assert s1["kernels"] - s1["rings"] == s0["kernels"] and s1["chains"] >= 1
     assert _body_runs(opencl_executables[1].steps).count("C") >= 1
     assert s1["launches"] < s1["kernels"]
     np.testing.assert_allclose(l1, l0, rtol=1e-6, atol=0)
@@ -86,7 +87,8 @@ def test_a_large_kernel_and_host_commands_end_a_chain(opencl_executables):
         loss.backward()
         opt.step()
     ad.ir_for(range(3), step)
-    ad.execute(device="opencl", chain_work=chain.CHAIN_WORK)   # as on 2+ cores
+    # as on 2+ cores; prefetch=0: a plain write and read (no rings), host commands here
+    ad.execute(device="opencl", chain_work=chain.CHAIN_WORK, prefetch=0)
     runs = _body_runs(opencl_executables[-1].steps)
     assert {"C", "L", "F", "R"} <= set(runs), runs
     assert "CC" not in runs, runs
@@ -166,3 +168,51 @@ def test_dispatch_holds_chains_and_guarded_bodies(opencl_executables):
     for k in range(3):
         want = want + y if y.sum() > 0 else want - y
         np.testing.assert_allclose(outs[k], want, rtol=1e-4, atol=1e-5)
+
+
+def _light_program(steps: int = 3):
+    """A 16x16 SGD model and a 96^3 matmul of a Feeder (1.8 Mflop, above CHAIN_WORK): a
+    light loop body (below LIGHT_BODY) with one kernel that two cores could split."""
+    from autodiff.optim import SGD
+    rng = np.random.default_rng(4)
+    w = ad.Tensor(rng.standard_normal((16, 16)).astype(np.float32), requires_grad=True)
+    xs = [rng.standard_normal((96, 96)).astype(np.float32) for _ in range(steps)]
+    opt = SGD([w], lr=0.1)
+    feed, got = iter(xs), []
+
+    def step():
+        opt.zero_grad()
+        x = ad.Feeder(lambda: next(feed), shape=[96, 96])
+        big = (x @ x).sigmoid().sum()
+        loss = ((w @ w * 0.5).tanh() ** 2).sum() + big * 0.0
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda a: got.append(float(a)), [loss])
+    ad.ir_for(range(steps), step)
+    return w, got
+
+
+def test_a_light_loop_body_is_one_chain_on_two_cores(opencl_executables, monkeypatch):
+    """On two cores (chain limit CHAIN_WORK) a loop body of little work in all chains all
+    its kernels, the one above CHAIN_WORK too: launches would cost more than the second
+    core saves. An explicit ``chain_work``, or a LIGHT_BODY below the body's work, keeps
+    the large kernel its own launch; results agree."""
+    monkeypatch.setattr(chain, "default_work", lambda dev: chain.CHAIN_WORK)
+    w, got = _light_program()
+    ad.execute(device="opencl")
+    light = opencl_executables[-1]
+    body = next(s for s in light.steps if type(s) is Loop).body
+    assert [type(s) for s in body].count(Launch) == 1
+    ad.reset()
+    w2, got2 = _light_program()
+    ad.execute(device="opencl", chain_work=chain.CHAIN_WORK)
+    body2 = next(s for s in opencl_executables[-1].steps if type(s) is Loop).body
+    assert [type(s) for s in body2].count(Launch) > 1
+    np.testing.assert_allclose(got, got2, rtol=1e-6)
+    np.testing.assert_array_equal(w.numpy(), w2.numpy())
+    ad.reset()
+    monkeypatch.setattr(chain, "LIGHT_BODY", 1000)
+    _light_program()
+    ad.execute(device="opencl")
+    body3 = next(s for s in opencl_executables[-1].steps if type(s) is Loop).body
+    assert [type(s) for s in body3].count(Launch) > 1

@@ -9,7 +9,7 @@ import pytest
 
 import autodiff as ad
 from autodiff.device.opencl import device
-from autodiff.device.opencl.runtime import RING, Receive, RingReceive, _feeds
+from autodiff.device.opencl.runtime import RING, Feed, Receive, RingFeed, RingReceive, _feeds
 from autodiff import nn
 from autodiff.optim import SGD
 
@@ -44,10 +44,10 @@ def _program(steps: int, recv, feeder: bool = False, dropout: bool = False):
     return w
 
 
-def _run(steps, device_name, **kw):
+def _run(steps, device_name, prefetch=None, **kw):
     got = []
     w = _program(steps, lambda *a: got.append([np.array(v) for v in a]), **kw)
-    ad.execute(device=device_name)
+    ad.execute(device=device_name, prefetch=prefetch)
     return got, w.numpy()
 
 
@@ -71,9 +71,9 @@ def test_every_iteration_reaches_the_receiver_in_order(steps, opencl_executables
 def test_each_value_is_its_own_iteration_s():
     """Consecutive iterations' losses differ (the weight moves), so a slot read twice or
     out of order would show: the losses equal a run with one read per iteration (a
-    Feeder in the loop keeps plain reads)."""
+    Feeder in a loop run with ``prefetch=0`` keeps plain reads)."""
     ring, _ = _run(2 * RING + 3, "opencl")
-    plain, _ = _run(2 * RING + 3, "opencl", feeder=True)
+    plain, _ = _run(2 * RING + 3, "opencl", feeder=True, prefetch=0)
     assert len(set(float(g[0]) for g in ring)) == len(ring)
     np.testing.assert_array_equal([g[0] for g in ring], [g[0] for g in plain])
 
@@ -100,12 +100,15 @@ def test_a_failing_receiver_stops_at_its_iteration(s):
     np.testing.assert_array_equal(w.numpy(), expected)
 
 
-def test_rings_only_where_no_value_is_needed_at_once(opencl_executables):
-    """A loop with a Feeder keeps a read per iteration (the Feeders' order rule may need
-    a Receiver's value before the next call)."""
-    _run(3, "opencl", feeder=True)
+@pytest.mark.parametrize("prefetch", [0, 1, 2 * RING - 2])
+def test_rings_only_where_no_value_is_needed_at_once(prefetch, opencl_executables):
+    """A loop with a Feeder keeps a read per iteration when ``prefetch`` is below
+    ``2 RING - 1`` (the Feeders' order rule may need a Receiver's value before a ring
+    would hand it over), and plain Feeder writes."""
+    _run(3, "opencl", feeder=True, prefetch=prefetch)
     steps = opencl_executables[-1].steps
     assert list(_feeds(steps, Receive)) and not list(_feeds(steps, RingReceive))
+    assert not list(_feeds(steps, RingFeed)) and all(type(f) is Feed for f in _feeds(steps))
 
 
 def test_no_ring_for_a_heavy_step(opencl_executables, monkeypatch):

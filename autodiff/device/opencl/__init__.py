@@ -29,12 +29,13 @@ from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, FeederWri
 from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
-from ..host import ignored
+from ..host import ignored, prefetch_option
 from . import callback, chain, control, prejit, render, rings, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      RING, Receive, RingReceive, build_file, check_arena, write_source)
+                      RING, Receive, RingFeed, RingReceive, build_file, check_arena,
+                      write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -142,7 +143,7 @@ def _launch(steps, launches, src, small: bool, counters) -> None:
     bookkeeping of rings in between does not end a chain) when both are small, else as a
     new launch."""
     j = len(steps) - 1
-    while j >= 0 and type(steps[j]) is RingReceive:
+    while j >= 0 and type(steps[j]) in (RingReceive, RingFeed):
         j -= 1
     prev = steps[j] if j >= 0 and type(steps[j]) is Launch else None
     if small and prev is not None and launches[prev][0]:
@@ -156,24 +157,37 @@ def _launch(steps, launches, src, small: bool, counters) -> None:
 
 
 def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx,
-           top: bool = True, guard: str | None = None, ring: bool = False):
+           top: bool = True, guard: str | None = None, ring: bool = False,
+           prefetch: int = 0, light: bool = False):
     """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
     list of index-checked graph nodes, the check id of each being its position + 1)``.
     ``guard``: a C condition every kernel here runs under (a branch decided on the device,
-    :mod:`.control`). ``ring``: the Receivers here go through rings (:mod:`.rings`; a
-    loop body for which :func:`.rings.eligible` holds, on a device that chains)."""
+    :mod:`.control`). ``ring``: the Receivers (and Feeders) here go through rings
+    (:mod:`.rings`; a loop body for which :func:`.rings.eligible` holds, on a device that
+    chains; Feeders with ``prefetch`` of at least ``2 RING - 1``). ``light``: a loop body
+    of at most :data:`.chain.LIGHT_BODY` work with no control flow in it chains all its
+    kernels (on a device that chains)."""
     nodes, sites, checked = ctx
     steps = []
-    sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches, chain_work, target,  # noqa
-                                     ctx, **{"top": False, "guard": guard, "ring": False,
-                                             **kw})
+    sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches,  # noqa: E731
+                                     kw.pop("chain_work", chain_work), target, ctx,
+                                     **{"top": False, "guard": guard, "ring": False,
+                                        "prefetch": prefetch, "light": light, **kw})
     for s in stmts:
         if isinstance(s, For):
             site = next(sites, "?")
-            body = sub(s.body, ring=chain_work > 0 and rings.eligible(s.body))
-            feeds = [x for x in body if type(x) is Feed]
+            feeders = prefetch >= 2 * RING - 1
+            work = chain.body_work(s.body)
+            whole = light and chain_work > 0 and work is not None and work <= chain.LIGHT_BODY
+            body = sub(s.body, ring=chain_work > 0 and rings.eligible(s.body, feeders),
+                       chain_work=chain.ONE_CORE_WORK if whole else chain_work)
+            # ring Feeders write their slots first: the copy into the Feeder's buffer is in
+            # the chain at the Feeder's place
+            body = [x for x in body if type(x) is RingFeed] + \
+                [x for x in body if type(x) is not RingFeed]
+            feeds = [x for x in body if isinstance(x, Feed)]
             # Feeders run ahead (prefetch) only with no nested loop or host-decided branch
             # with callbacks: those call their Feeders in place
             inner = not any(isinstance(x, (For, While)) or (isinstance(x, If) and _callbacks(
@@ -189,6 +203,10 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             steps.append(control.WhileStep(sub(s.cond), _condition(s.pred, off), sub(s.body),
                                            s.max_iterations,
                                            recovers=top and _callbacks(s.cond + s.body)))
+        elif isinstance(s, FeederWrite) and ring and \
+                (fed := rings.feeder(s, off, kernels)) is not None:
+            _launch(steps, launches, fed[0], True, False)   # the copy joins the chain
+            steps.append(fed[1])
         elif isinstance(s, FeederWrite):
             b = s.buffer
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
@@ -359,19 +377,23 @@ def _first_launches(steps, launch_kernel: dict, switch: set) -> list:
 
 
 def _mark_blocks(steps, launch_args: dict, dispatched: set) -> None:
-    """Set :attr:`~.runtime.Loop.block` on every loop whose body is one one-work-item
-    launch of a :func:`.chain.dispatch` kernel (``dispatched``; its last argument repeats
-    it) that neither draws random numbers nor reads loop counters, followed only by
-    Receivers through rings: its iterations need nothing from the host but the launch."""
+    """Set :attr:`~.runtime.Loop.block` on every loop whose body is Feeders through rings,
+    one one-work-item launch of a :func:`.chain.dispatch` kernel (``dispatched``; its last
+    argument repeats it) that neither draws random numbers nor reads loop counters, then
+    Receivers through rings: its iterations need nothing from the host but the launch and
+    the Feeders' slot writes."""
     from .runtime import _blocks
     for s in steps:
-        if type(s) is Loop and not s.feeds and len(s.body) > 1 and type(s.body[0]) is Launch \
-                and all(type(x) is RingReceive and x.slots == RING for x in s.body[1:]):
-            la = s.body[0]
+        lead = len(s.feeds) if type(s) is Loop else 0
+        if type(s) is Loop and len(s.body) > 1 and lead < len(s.body) and \
+                all(type(x) is RingFeed for x in s.body[:lead]) and \
+                type(s.body[lead]) is Launch and \
+                all(type(x) is RingReceive and x.slots == RING for x in s.body[lead + 1:]):
+            la = s.body[lead]
             if la in dispatched and tuple(la.global_size) == (1,) and \
                     tuple(la.local_size) == (1,) and not la.rand and not la.counters:
                 la.reps_arg = len(launch_args[la])
-                s.block = RING
+                s.block, s.lead = RING, lead
         for blk in _blocks(s):
             _mark_blocks(blk, launch_args, dispatched)
 
@@ -497,7 +519,8 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
     checked: list = []
     steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
-                   (nodes, sites, checked))
+                   (nodes, sites, checked), prefetch=prefetch_option(options.get("prefetch")),
+                   light="chain_work" not in options)
     sources, launch_args, launch_kernel = _wrappers(
         by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1)
     launches = list(by_launch)
@@ -510,6 +533,9 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     stats["distinct_kernels"] = len(bodies)
     stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
+    from .runtime import _feeds
+    # ring copies (one-point bodies among the kernels): Receivers', Feeders'
+    stats["rings"] = len(list(_feeds(steps, RingReceive))) + len(list(_feeds(steps, RingFeed)))
     stats["program_kernels"] = len(set(launch_kernel.values()))
     stats["program_parts"] = len(texts)
     stats["source_chars"] = sum(map(len, texts))

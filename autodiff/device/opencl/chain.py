@@ -14,16 +14,19 @@ flops: a 6-layer d64 transformer step has hundreds of them. Chaining trades the 
 core for the launch overhead, so only kernels whose :func:`work` is at most
 :data:`CHAIN_WORK` join a chain; a larger kernel keeps its parallel launch and ends the
 chain, as does a complete work-group kernel (``Source.whole``: the GPU tree reduction).
-On one core there is no second core to lose: every kernel joins (:func:`default_work`).
-Chains never cross a Feeder write or Receiver read (those are queue commands between
-launches) nor a loop boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
+On one core there is no second core to lose: every kernel joins (:func:`default_work`);
+nor in a light loop body (:data:`LIGHT_BODY`), where the launches would cost more than the
+second core saves. Chains never cross a Feeder write or Receiver read (those are queue
+commands between launches; one through a ring, :mod:`.rings`, is a copy body in the chain
+instead) nor a loop boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
 sequential C, so the order of the bodies is the program order and no barrier is needed.
 """
 from __future__ import annotations
 
 import math
 
-from ...procedural.ir import Copy, DotProduct, Elementwise, FusedKernel, Gather, Reduce, ScatterAdd
+from ...procedural.ir import (Copy, DotProduct, Elementwise, For, FusedKernel, Gather, If,
+                              Kernel, Reduce, ScatterAdd, While)
 from ..cstyle.dialect import body_name
 from ..cstyle.kernels import Source
 from .dialect import BODY, OPENCL
@@ -56,6 +59,21 @@ def default_work(device) -> int:
     from .prejit import usable_cores
     units = getattr(device, "max_compute_units", None) or usable_cores()
     return ONE_CORE_WORK if min(units, usable_cores()) == 1 else CHAIN_WORK
+
+
+#: most work (:func:`work`, flop-equivalents) of a loop body, free of control flow, whose
+#: kernels all join chains even where a second core could split the larger ones: there
+#: the launches would cost more than the second core saves (W4, a 30 MFLOP step on two
+#: cores: 19 launches 475 us per step, all chained 340 us, PoCL 3.1)
+LIGHT_BODY = 1 << 26
+
+
+def body_work(body) -> int | None:
+    """Total :func:`work` of the kernels of loop body ``body``; None when it holds a loop
+    or a branch (their work per iteration is not one number)."""
+    if any(isinstance(x, (For, If, While)) for x in body):
+        return None
+    return sum(work(x) for x in body if isinstance(x, Kernel))
 
 
 #: flops one point of a non-matmul kernel counts for: in a chain, a body runs its points

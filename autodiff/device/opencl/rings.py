@@ -11,6 +11,15 @@ longer breaks. The host step (:class:`~.runtime.RingReceive`) reads the whole ri
 :data:`~.runtime.RING` iterations (or when a value is needed sooner) and calls the Receiver
 for each iteration in order. The constants region is rewritten at each run's start, so the
 counter starts at 0 with the host's count.
+
+Feeders get rings the same way where the run lets them (``prefetch`` of at least
+``2 RING - 1``, so that every Receiver value the order rule waits for was read with a ring
+at least a block earlier): the host writes each iteration's value into the next slot of
+the Feeder's ring (:class:`~.runtime.RingFeed`, a host step moved to the front of the
+body), and a one-point body (:func:`copy_in_body`) at the Feeder's place in the chain
+copies the slot into the Feeder's buffer. With every Feeder and Receiver of a loop body on
+rings and its kernels in one chain, nothing separates two iterations on the device: the
+loop runs in blocks of up to ``RING`` iterations per launch (:attr:`~.runtime.Loop.block`).
 """
 from __future__ import annotations
 
@@ -19,29 +28,36 @@ import math
 import numpy as np
 
 from ...graph.dtypes import storage
-from ...procedural.ir import Gather, Kernel, ReceiverRead, ScatterAdd
+from ...procedural.ir import FeederWrite, Gather, Kernel, ReceiverRead, ScatterAdd
 from ..cstyle.dialect import body_name
 from ..cstyle.kernels import Source
 from . import chain
-from .runtime import RING, RingReceive
+from .runtime import RING, RingFeed, RingReceive
 
 #: most 4-byte words of a Receiver's values that a ring holds per slot
 WORDS = 1024
 
-#: most work (:func:`.chain.work`, flop-equivalents) of a loop body whose Receivers go
-#: through rings: a ring delays each value by up to :data:`~.runtime.RING` iterations, a
-#: read per iteration (6-8 us on PoCL) only matters for steps well below a millisecond
-WORK = 1 << 24
+#: most work (:func:`.chain.work`, flop-equivalents) of a loop body whose Receivers and
+#: Feeders go through rings: a ring delays each value by up to :data:`~.runtime.RING`
+#: iterations, and a read or write per iteration (6-8 us on PoCL) only matters for steps
+#: below a millisecond or so (W4, an MLP step of 30 MFLOP, is 0.3 ms)
+WORK = 1 << 26
+
+#: most 4-byte words of a Feeder's value that a ring holds per slot
+FEED_WORDS = 1 << 15
 
 
-def eligible(body) -> bool:
-    """Whether the Receivers of ``For`` body ``body`` go through rings: it holds only
-    kernels without an index check (no error record to read with each value) and
-    Receivers, no Feeders (whose order rule needs each value before later calls), host
-    functions, branches or nested loops, and at most :data:`WORK` of work."""
-    return all(isinstance(x, ReceiverRead) or
+def eligible(body, feeders: bool = False) -> bool:
+    """Whether the Receivers (and with ``feeders``, the Feeders) of ``For`` body ``body``
+    go through rings: it holds only kernels without an index check (no error record to
+    read with each value), Receivers and, with ``feeders``, Feeders; no host functions,
+    branches or nested loops, and at most :data:`WORK` of work. Without ``feeders`` a
+    Feeder rules rings out (the order rule may need a Receiver's value before the next
+    Feeder call: rings keep up only with ``prefetch >= 2 RING - 1``)."""
+    ok = (ReceiverRead, FeederWrite) if feeders else (ReceiverRead,)
+    return all(isinstance(x, ok) or
                (isinstance(x, Kernel) and not isinstance(x, (Gather, ScatterAdd)))
-               for x in body) and any(isinstance(x, ReceiverRead) for x in body) and \
+               for x in body) and any(isinstance(x, ok) for x in body) and \
         sum(chain.work(x) for x in body if isinstance(x, Kernel)) <= WORK
 
 
@@ -88,3 +104,39 @@ def receiver(s: ReceiverRead, parts: list, kernels) -> tuple[Source, RingReceive
                                 for a, b in zip(starts, s.buffers)],
                        (at + 1) * 4, RING, stride * 4)
     return src, step
+
+
+def feeder(s: FeederWrite, off, kernels) -> tuple[Source, RingFeed] | None:
+    """Feeder ``s`` through a ring in the constants region of ``kernels`` (a counter word,
+    then :data:`~.runtime.RING` slots of its value): the one-point body copying the slot
+    the counter names into the Feeder's buffer (to launch in the iteration's chain, where
+    the Feeder is), and the host step writing each iteration's value into the next slot.
+    None for a value that is not 4-byte words or is over :data:`FEED_WORDS`."""
+    b = s.buffer
+    words = math.prod(b.shape)
+    if np.dtype(storage(b.dtype)).itemsize != 4 or not 0 < words <= FEED_WORDS:
+        return None
+    at = kernels.reserve(1 + RING * words)
+    name = kernels.name("feed")
+    dst = off[b.name]
+    L = [f"static inline void {body_name(name)}(__global float* restrict buf, const int g0, "
+         "const int g1, const int g2) {",
+         "  __global int* w = (__global int*)buf;",
+         f"  const int slot = w[{at}];",
+         f"  __global const int* src = w + {at + 1} + slot*{words};",
+         _copy(words, dst),
+         f"  w[{at}] = slot + 1 == {RING} ? 0 : slot + 1;", "}"]
+    src = Source(name, "\n".join(L), (1,), (1,))
+    kernels.bodies.append(src)
+    return src, RingFeed(s.spec, dst * 4, tuple(b.shape), storage(b.dtype),
+                         ring=(at + 1) * 4, slots=RING, stride=words * 4)
+
+
+def _copy(words: int, dst: int) -> str:
+    """C copying ``words`` ints from ``src`` to ``w + dst``: in vectors of the widest of
+    16, 4 lanes that divides them (vload/vstore need no alignment)."""
+    w = next(v for v in (16, 4, 1) if words % v == 0)
+    if w == 1:
+        return f"  for (int i = 0; i < {words}; i++) w[{dst} + i] = src[i];"
+    return (f"  for (int i = 0; i < {words // w}; i++) "
+            f"vstore{w}(vload{w}(i, src), i, w + {dst});")

@@ -8,8 +8,9 @@ Execution model (on PoCL 3.1 a launch costs the host 1.3-1.7 us and any synchron
   ``(kernel, global size, local size)`` whose only argument, the arena, is bound up front;
 * a ``For`` runs on the host as a tight loop over those launches on one in-order queue,
   with no synchronisation per kernel (up to :data:`RING` iterations in flight); a light
-  body that is one one-work-item chain with Receivers through rings runs as blocks of up
-  to :data:`RING` iterations per launch (:attr:`Loop.block`);
+  body that is one one-work-item chain with its Feeders and Receivers through rings
+  (:class:`RingFeed`, :class:`RingReceive`) runs as blocks of up to :data:`RING`
+  iterations per launch (:attr:`Loop.block`);
 * host callbacks follow the order contract of :mod:`autodiff.device.host`
   (``prefetch``): under ``prefetch=n`` the Feeders of iteration ``k`` are called at its
   start, just after the Receivers of iterations ``<= k - n - 1`` ran, so they overlap the
@@ -248,6 +249,19 @@ class Feed:
 
 
 @dataclass(eq=False)
+class RingFeed(Feed):
+    """A Feed whose value goes into slot ``count % slots`` of a ring in the arena (byte
+    offset ``ring`` of slot 0, ``stride`` bytes a slot) instead of the Feeder's buffer; a
+    one-work-item body in the iteration's chain copies the slot into the buffer
+    (:mod:`autodiff.device.opencl.rings`). ``count``: values written since the run
+    started (the device's counter restarts with the arena's constants region)."""
+    ring: int = 0
+    slots: int = 0
+    stride: int = 0
+    count: int = 0
+
+
+@dataclass(eq=False)
 class Receive:
     """Arena -> host: non-blocking reads of ``parts`` = [(offset bytes, shape, dtype)]
     into staging arrays (``free``: sets not in flight)."""
@@ -287,11 +301,12 @@ class Loop:
         flag_at_end: read the index-error record at the end of each iteration (the
             program has index-checked kernels and the body does not end with a Receive,
             whose read includes it).
-        block: iterations per launch (0: one): the body is one one-work-item chain
-            launch, which reruns the iteration on the device (its ``reps`` argument), and
-            Receivers through rings; nothing the host does per iteration (no Feeder,
-            random draws or loop counters). Up to ``block`` iterations then cost the host
-            one launch, and a checkpoint or the run's end cuts a block short.
+        block: iterations per launch (0: one): the body is Feeders through rings
+            (``lead`` of them, first), one one-work-item chain launch, which reruns the
+            iteration on the device (its ``reps`` argument), and Receivers through rings;
+            no random draws or loop counters. Up to ``block`` iterations then cost the
+            host one launch (and a slot write per Feeder and iteration), and a checkpoint
+            or the run's end cuts a block short.
     """
     range: range
     body: list
@@ -301,6 +316,7 @@ class Loop:
     inner: bool = True
     flag_at_end: bool = False
     block: int = 0
+    lead: int = 0
 
 
 @dataclass(eq=False)
@@ -425,6 +441,8 @@ class Executable:
         self._reset_flag()
         for r in _feeds(self.steps, RingReceive):     # the device's ring counters restart
             r.count, r.unread = 0, []
+        for f in _feeds(self.steps, RingFeed):
+            f.count = 0
         self._pending: collections.deque = collections.deque()
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
@@ -493,7 +511,7 @@ class Executable:
                 self._loop(st)
             elif type(st) in HOST_STEPS:    # If / While (control.py), callbacks (callback.py)
                 st.run(self)
-            elif type(st) is Feed:
+            elif type(st) is Feed or type(st) is RingFeed:
                 if st.pending is None:          # in place: program order
                     if self._replay is None:
                         self._drain()           # every earlier Receiver has returned
@@ -519,8 +537,13 @@ class Executable:
         stop = len(lp.range) if stop is None else stop
         ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
         every = self.checkpoint_every
-        # blocks only where nothing per iteration is asked for (a profile times launches)
-        block = lp.block if not lp.flag_at_end and self._prof is None else 0
+        # blocks only where nothing per iteration is asked for (a profile times launches),
+        # and with Feeders only where the Receivers the order rule waits for were read a
+        # block earlier (a replay calls no Receiver)
+        block = lp.block if not lp.flag_at_end and self._prof is None and (
+            replay or not lp.feeds or ahead >= 2 * lp.block - 1) else 0
+        if lp.block and not block:
+            _set_reps(lp.body[lp.lead], 1)
         limit = 2 * block if block else RING    # iterations in flight
         marks: collections.deque = collections.deque()      # (event, iterations)
         flight = 0
@@ -540,8 +563,10 @@ class Executable:
                     n = min(block, stop - k)
                     if top and not replay:      # a checkpoint starts a block
                         n = min(n, every - (k - start) % every)
-                    for r in lp.body[1:]:       # a ring is read before a launch refills it
-                        n = min(n, r.slots - len(r.unread))
+                    for r in () if replay else lp.body[lp.lead + 1:]:
+                        if len(r.unread) == r.slots:    # (a read an interrupt cut off)
+                            self._read_ring(r)
+                        n = min(n, r.slots - len(r.unread))   # read before a launch refills
                 while marks and flight + n > limit:     # at most RING iterations in
                     ev, m = marks.popleft()             # flight (2 blocks): deep PoCL
                     ev.wait()                           # queues slow every command down
@@ -549,23 +574,23 @@ class Executable:
                 self._iters[depth] = k
                 self._words = iteration_words(self._iters)
                 if not replay:
-                    if ahead:
+                    if ahead and not block:
                         self._run_due(k - ahead - 1)    # the order rule, then the Feeders
-                    elif not lp.feeds:
+                    elif not lp.feeds:                  # (a block's: per iteration inside)
                         self._poll()
                         self._throttle()
                     if top:
                         self._retire(self._completed())
                         if (k - start) % every == 0:
                             self._checkpoint(k)
-                    if ahead:
+                    if ahead and not block:
                         for f in lp.feeds:
                             self._call_feed(f)
                 if top:
                     self._partial = True
                 self._last_launch = None
                 if block:
-                    self._exec_block(lp, depth, k, n)
+                    self._exec_block(lp, depth, k, n, ahead)
                 else:
                     self._exec(lp.body)
                 if lp.flag_at_end and not replay:
@@ -593,30 +618,49 @@ class Executable:
         finally:
             del self._iters[depth:]
             self._words = iteration_words(self._iters)
-            if block and lp.body[0].reps != 1:  # the kernel object as compiled: one
-                lp.body[0].kernel.set_arg(lp.body[0].reps_arg, np.int32(1))   # iteration
-                lp.body[0].reps = 1
+            if block:                           # the kernel object as compiled: one
+                _set_reps(lp.body[lp.lead], 1)  # iteration per launch
             if top:
                 self.progress.leave()
 
-    def _exec_block(self, lp: Loop, depth: int, k: int, n: int) -> None:
-        """Iterations ``k .. k+n-1`` of block loop ``lp`` (:attr:`Loop.block`): its chain
-        launched once with ``reps = n``, then each iteration's ring slots handed to the
-        host (in iteration order)."""
+    def _exec_block(self, lp: Loop, depth: int, k: int, n: int, ahead: int) -> None:
+        """Iterations ``k .. k+n-1`` of block loop ``lp`` (:attr:`Loop.block`): for each in
+        turn the order rule (Receivers of iterations ``<= j - ahead - 1``) and its Feeders,
+        each value written into the next slot of its ring; then the chain launched once
+        with ``reps = n``; then each iteration's Receiver slots handed to the host."""
+        lead = lp.lead
+        j = k
+        try:
+            for j in range(k, k + n if lead else k):
+                self._iters[depth] = j
+                if ahead:
+                    self._run_due(j - ahead - 1)
+                for f in lp.body[:lead]:
+                    self._call_feed(f)      # a replay's: the recorded value
+                    self._write_feed(f)
+        except FeederError:
+            if j > k:   # the iterations fed before run, and then their Receivers, as they
+                self._launch_block(lp, depth, k, j - k)     # would have without blocks
+                self._drain()
+            raise
+        self._launch_block(lp, depth, k, n)
+
+    def _launch_block(self, lp: Loop, depth: int, k: int, n: int) -> None:
+        """Launch iterations ``k .. k+n-1`` of block loop ``lp`` (their Feeder values
+        written), then hand each iteration's Receiver slots to the host."""
         import pyopencl as cl
-        la = lp.body[0]
-        if la.reps != n:
-            la.kernel.set_arg(la.reps_arg, np.int32(n))
-            la.reps = n
+        lead = lp.lead
+        la = lp.body[lead]
+        _set_reps(la, n)
         self._last_launch = cl.enqueue_nd_range_kernel(self.queue, la.kernel,
                                                        la.global_size, la.local_size)
         if self._prof is not None:
             self._prof.append((la.name, self._last_launch))
         if self._replay is not None:        # a replay suppresses Receivers
             return
-        for j in range(n):
-            self._iters[depth] = k + j
-            for r in lp.body[1:]:
+        for j in range(k, k + n):
+            self._iters[depth] = j
+            for r in lp.body[lead + 1:]:
                 self._ring_receive(r)
 
     def _completed(self) -> int:
@@ -689,6 +733,10 @@ class Executable:
             a for c in self._ckpts if c.base >= ck.base for a in c.results)
         for f in _feeds(lp.body):
             f.pending = None
+            if type(f) is RingFeed:     # slots may be written for iterations never run:
+                f.count = 0             # the device's counter restarts with the host's
+                cl.enqueue_copy(q, self.arena, np.zeros(1, np.int32),
+                                dst_offset=f.ring - 4, is_blocking=True)
         saved, self._iters = self._iters, []
         try:
             self._loop(lp, ck.base, s)
@@ -776,9 +824,13 @@ class Executable:
         if not f.pending.size:
             f.pending = None
             return
+        at = f.offset
+        if type(f) is RingFeed:             # the next slot of its ring
+            at = f.ring + (f.count % f.slots) * f.stride
+            f.count += 1
         # keep the event: dropping a pyopencl NannyEvent blocks until the copy is done
         self._events.append(cl.enqueue_copy(self.queue, self.arena, f.pending,
-                                            dst_offset=f.offset, is_blocking=False))
+                                            dst_offset=at, is_blocking=False))
         f.pending = None
 
     # -- receivers ------------------------------------------------------------------------------
@@ -873,6 +925,13 @@ class Executable:
             self._flags.append(p.flag)
 
 
+def _set_reps(la: Launch, n: int) -> None:
+    """Launch ``la`` (an iteration block's chain) runs ``n`` iterations from now on."""
+    if la.reps != n:
+        la.kernel.set_arg(la.reps_arg, np.int32(n))
+        la.reps = n
+
+
 def _blocks(s) -> list:
     """The step lists inside step ``s``: a loop's body, a branch's or while loop's blocks."""
     if type(s) is Loop:
@@ -893,9 +952,10 @@ def _loops(steps):
 
 
 def _feeds(steps, kind=Feed):
-    """The steps of type ``kind`` (default: Feeds) in ``steps``, nested blocks included."""
+    """The steps of type ``kind`` (default: Feeds, ring Feeds included) in ``steps``,
+    nested blocks included."""
     for s in steps:
-        if type(s) is kind:
+        if isinstance(s, kind):
             yield s
         for blk in _blocks(s):
             yield from _feeds(blk, kind)
