@@ -78,13 +78,12 @@ def test_each_value_is_its_own_iteration_s():
     np.testing.assert_array_equal([g[0] for g in ring], [g[0] for g in plain])
 
 
-@pytest.mark.parametrize("s", [0, 5, RING, 2 * RING + 1])
-def test_a_failing_receiver_stops_at_its_iteration(s):
-    """The Receiver of iteration ``s`` raises (seen by the host up to a ring later): the
-    error names ``s`` and the weight is the one at the start of iteration ``s``,
-    dropout's random draws included."""
+def check_failing_receiver(s: int, steps: int, **kw) -> None:
+    """A run of ``steps`` iterations whose Receiver raises in iteration ``s``: the error
+    names ``s``, the Receiver saw every iteration before, and the weight is the one at the
+    start of iteration ``s`` (that of a run of ``s`` iterations)."""
     ad.reset()
-    w = _program(s, lambda *a: None, dropout=True)
+    w = _program(s, lambda *a: None, **kw)
     ad.execute(device="opencl")
     expected = w.numpy()
     calls = []
@@ -93,11 +92,18 @@ def test_a_failing_receiver_stops_at_its_iteration(s):
         if len(calls) == s:
             raise ValueError("receiver down")
         calls.append(float(a[0]))
-    w = _program(3 * RING, recv, dropout=True)
+    w = _program(steps, recv, **kw)
     with pytest.raises(ad.ReceiverError, match=f"iteration {s}"):
         ad.execute(device="opencl")
     assert len(calls) == s
     np.testing.assert_array_equal(w.numpy(), expected)
+
+
+@pytest.mark.parametrize("s", [0, 5, RING, 2 * RING + 1])
+def test_a_failing_receiver_stops_at_its_iteration(s):
+    """The Receiver of iteration ``s`` raises (seen by the host up to a ring later),
+    dropout's random draws included."""
+    check_failing_receiver(s, 3 * RING, dropout=True)
 
 
 @pytest.mark.parametrize("prefetch", [0, 1, 2 * RING - 2])
