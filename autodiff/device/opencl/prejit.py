@@ -59,11 +59,12 @@ PROBE_S = 0.03
 WAIT_S = 300.0
 
 #: graph IR nodes from which the device's compile starts a helper early (:func:`early`):
-#: the main job's training program has ~3200 and spends ~2 s lowering, fusing and
-#: rendering, a helper's start takes ~1 s; W3's 1114 nodes gained 0.45 s of its cold first
-#: step (two threads: 3.97-4.04 -> 3.52-3.60 s); small programs (the tests', W1's) would
-#: only pay for helpers they do not need
-EARLY_NODES = 1000
+#: a helper's start takes ~1 s, which the caller's lowering, fusion and rendering hide;
+#: W3's 1114 nodes gained 0.45 s of its cold first step (two threads: 3.97-4.04 ->
+#: 3.52-3.60 s), the main example's 320-node validation program 0.5 s (3.02-3.05 ->
+#: 2.49-2.52 s); small programs (most tests', W1's) would only pay for helpers they do
+#: not need
+EARLY_NODES = 300
 
 #: what an early helper builds while it waits for the program: PoCL's first build in a
 #: process loads LLVM and its kernel library
