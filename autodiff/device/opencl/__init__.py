@@ -459,7 +459,8 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             constants region included), the seconds spent compiling the kernels before
             the first iteration (``prejit_s``), whether a
             :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
-            compiled (``prejit_helper_kernels``).
+            compiled (``prejit_helper_kernels``), and the Receivers and Feeders through
+            rings (``rings``: each one copy body among the kernels; :mod:`.rings`).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
         options: ``profile=True`` records each kernel's device time
@@ -475,8 +476,10 @@ def compile(graph, report=None, opencl_device: str | None = None, **options) -> 
             PoCL's work-group functions to the first iteration (default: compiled before
             it, in this process and a helper, :mod:`.prejit`, on a PoCL CPU device with
             several cores); ``prefetch`` is
-            ``execute()``'s order contract (:mod:`autodiff.device.host`);
-            others are ignored here.
+            ``execute()``'s order contract (:mod:`autodiff.device.host`; from ``2 RING -
+            1`` on, a light loop's Feeders go through rings too); an explicit
+            ``chain_work`` also turns off the chaining of whole light loop bodies
+            (:data:`.chain.LIGHT_BODY`); others are ignored here.
 
     Returns:
         An :class:`~.runtime.Executable`.
