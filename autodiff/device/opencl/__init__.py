@@ -34,8 +34,8 @@ from . import callback, chain, control, prejit, render, rings, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      RING, Receive, RingFeed, RingReceive, build_file, check_arena,
-                      write_source)
+                      RING, Receive, RingFeed, RingReceive, _feeds, build_file,
+                      check_arena, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -536,7 +536,6 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     stats["distinct_kernels"] = len(bodies)
     stats["launches"] = len(launches)
     stats["chains"] = sum(len(m) > 1 for _, m in by_launch.values())
-    from .runtime import _feeds
     # ring copies (one-point bodies among the kernels): Receivers', Feeders'
     stats["rings"] = len(list(_feeds(steps, RingReceive))) + len(list(_feeds(steps, RingFeed)))
     stats["program_kernels"] = len(set(launch_kernel.values()))

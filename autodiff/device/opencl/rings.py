@@ -16,7 +16,7 @@ Feeders get rings the same way where the run lets them (``prefetch`` of at least
 ``2 RING - 1``, so that every Receiver value the order rule waits for was read with a ring
 at least a block earlier): the host writes each iteration's value into the next slot of
 the Feeder's ring (:class:`~.runtime.RingFeed`, a host step moved to the front of the
-body), and a one-point body (:func:`copy_in_body`) at the Feeder's place in the chain
+body), and a one-point body (:func:`copy_body`) at the Feeder's place in the chain
 copies the slot into the Feeder's buffer. With every Feeder and Receiver of a loop body on
 rings and its kernels in one chain, nothing separates two iterations on the device: the
 loop runs in blocks of up to ``RING`` iterations per launch (:attr:`~.runtime.Loop.block`).
@@ -58,7 +58,7 @@ def eligible(body, feeders: bool = False) -> bool:
     return all(isinstance(x, ok) or
                (isinstance(x, Kernel) and not isinstance(x, (Gather, ScatterAdd)))
                for x in body) and any(isinstance(x, ok) for x in body) and \
-        sum(chain.work(x) for x in body if isinstance(x, Kernel)) <= WORK
+        chain.body_work(body) <= WORK
 
 
 def parts(s: ReceiverRead, off) -> list | None:
@@ -72,23 +72,37 @@ def parts(s: ReceiverRead, off) -> list | None:
     return out
 
 
-def copy_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int) -> Source:
-    """A one-point kernel body copying a Receiver's values -- ``parts`` = [(word offset,
-    words)] of the arena, 4-byte values -- into the next slot of the ring at word
-    ``ring``: a counter word (the slot to write next, advanced here), then ``slots`` slots
-    of the parts' words each."""
+def copy_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int,
+              into_slot: bool = True) -> Source:
+    """A one-point kernel body copying between the arena -- ``parts`` = [(word offset,
+    words)], 4-byte values -- and the current slot of the ring at word ``ring`` (a
+    counter word, the slot to use next, advanced here, then ``slots`` slots of the parts'
+    words each): into the slot (a Receiver's values, ``into_slot``) or out of it into the
+    parts (a Feeder's value)."""
     stride = sum(n for _, n in parts)
     L = [f"static inline void {body_name(name)}(__global float* restrict buf, const int g0, "
          "const int g1, const int g2) {",
          "  __global int* w = (__global int*)buf;",
          f"  const int slot = w[{ring}];",
-         f"  __global int* dst = w + {ring + 1} + slot*{stride};"]
+         f"  __global int* slot_ = w + {ring + 1} + slot*{stride};"]
     at = 0
     for o, n in parts:
-        L.append(f"  for (int i = 0; i < {n}; i++) dst[{at} + i] = w[{o} + i];")
+        a, b = (f"slot_ + {at}", f"w + {o}") if into_slot else (f"w + {o}", f"slot_ + {at}")
+        L.append(_copy(n, a, b))
         at += n
     L += [f"  w[{ring}] = slot + 1 == {slots} ? 0 : slot + 1;", "}"]
     return Source(name, "\n".join(L), (1,), (1,))
+
+
+def _copy(words: int, dst: str, src: str) -> str:
+    """C copying ``words`` ints from ``src`` to ``dst`` (int pointer expressions): in
+    vectors of the widest of 16, 4 lanes that divides them (vload/vstore need no
+    alignment)."""
+    w = next(v for v in (16, 4, 1) if words % v == 0)
+    if w == 1:
+        return f"  for (int i = 0; i < {words}; i++) ({dst})[i] = ({src})[i];"
+    return (f"  for (int i = 0; i < {words // w}; i++) "
+            f"vstore{w}(vload{w}(i, {src}), i, {dst});")
 
 
 def receiver(s: ReceiverRead, parts: list, kernels) -> tuple[Source, RingReceive]:
@@ -117,26 +131,8 @@ def feeder(s: FeederWrite, off, kernels) -> tuple[Source, RingFeed] | None:
     if np.dtype(storage(b.dtype)).itemsize != 4 or not 0 < words <= FEED_WORDS:
         return None
     at = kernels.reserve(1 + RING * words)
-    name = kernels.name("feed")
     dst = off[b.name]
-    L = [f"static inline void {body_name(name)}(__global float* restrict buf, const int g0, "
-         "const int g1, const int g2) {",
-         "  __global int* w = (__global int*)buf;",
-         f"  const int slot = w[{at}];",
-         f"  __global const int* src = w + {at + 1} + slot*{words};",
-         _copy(words, dst),
-         f"  w[{at}] = slot + 1 == {RING} ? 0 : slot + 1;", "}"]
-    src = Source(name, "\n".join(L), (1,), (1,))
+    src = copy_body(kernels.name("feed"), [(dst, words)], at, RING, into_slot=False)
     kernels.bodies.append(src)
     return src, RingFeed(s.spec, dst * 4, tuple(b.shape), storage(b.dtype),
                          ring=(at + 1) * 4, slots=RING, stride=words * 4)
-
-
-def _copy(words: int, dst: int) -> str:
-    """C copying ``words`` ints from ``src`` to ``w + dst``: in vectors of the widest of
-    16, 4 lanes that divides them (vload/vstore need no alignment)."""
-    w = next(v for v in (16, 4, 1) if words % v == 0)
-    if w == 1:
-        return f"  for (int i = 0; i < {words}; i++) w[{dst} + i] = src[i];"
-    return (f"  for (int i = 0; i < {words // w}; i++) "
-            f"vstore{w}(vload{w}(i, src), i, w + {dst});")

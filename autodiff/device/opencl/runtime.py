@@ -631,7 +631,7 @@ class Executable:
         lead = lp.lead
         j = k
         try:
-            for j in range(k, k + n if lead else k):
+            for j in range(k, k + n) if lead else ():
                 self._iters[depth] = j
                 if ahead:
                     self._run_due(j - ahead - 1)
