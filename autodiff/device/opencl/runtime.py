@@ -337,12 +337,14 @@ class Pending:
 @dataclass(eq=False)
 class Checkpoint:
     """The loop-written parameters at the start of iteration ``base`` (a device copy),
-    and the Feeder staging arrays of every call since (the record a replay reads), and
+    and the Feeder staging arrays of every call since (the record a replay reads), the
+    events of their writes (kept: dropping a pyopencl NannyEvent waits for its copy), and
     the results of the host callbacks since (:mod:`.callback`)."""
     base: int
     buffer: object
     record: list
     results: list = field(default_factory=list)
+    events: list = field(default_factory=list)
 
 
 class Executable:
@@ -364,17 +366,18 @@ class Executable:
 
     Stops (a failing callback, an index error, an interrupt anywhere): every
     :attr:`checkpoint_every` iterations of an outermost loop, the parameters the loops
-    write are copied on the device into a checkpoint buffer (after a synchronisation, the
-    Receivers left pending); the Feeder values of the calls since stay on the host (the
-    staging arrays of the non-blocking writes anyway). Two checkpoints are kept, since
+    write are copied on the device into a checkpoint buffer (a copy command in the
+    in-order queue, behind the iterations before it: no synchronisation, the device keeps
+    running); the Feeder values of the calls since stay on the host (the staging arrays
+    of the non-blocking writes anyway). Two checkpoints are kept, since
     Receivers lag the host loop by up to ``prefetch`` iterations. When the run stops in
     iteration ``s`` (for an interrupt: the first iteration not completed, i.e. with a
     Receiver or index check outstanding or not fully enqueued), the latest checkpoint at
     or before ``s`` is copied back and the iterations from it to ``s - 1`` run again with
     the recorded Feeder values and no callbacks. The kernels are deterministic, so the
     parameters end bit-identical to their values at the start of iteration ``s`` (the
-    numpy device's semantics). The steady state pays one device copy and one
-    synchronisation per checkpoint instead of a parameter snapshot per iteration.
+    numpy device's semantics). The steady state pays one device copy per checkpoint
+    instead of a parameter snapshot per iteration.
 
     Attributes:
         vals: graph node id -> numpy array for the program's outputs (after ``run``).
@@ -677,24 +680,27 @@ class Executable:
         released)."""
         self.progress.done(done)
         if len(self._ckpts) == 2 and self._ckpts[1].base <= done:
-            old = self._ckpts.pop(0)
-            self._staging.release(old.record + old.results)
-            if old.buffer is not None:
-                self._buffers.append(old.buffer)
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        """Drop the oldest checkpoint: once its Feeder writes are done (long since: they
+        are a span of :attr:`checkpoint_every` iterations, more than are ever in flight,
+        before the newest checkpoint), release their staging arrays and its buffer."""
+        old = self._ckpts.pop(0)
+        for ev in old.events:
+            ev.wait()
+        self._staging.release(old.record + old.results)
+        if old.buffer is not None:
+            self._buffers.append(old.buffer)
 
     def _checkpoint(self, k: int) -> None:
-        """Copy the loop-written parameters (all iterations before ``k`` complete on the
-        device) into a checkpoint; the oldest of three is dropped and its Feeder record
-        released."""
+        """Copy the loop-written parameters into a checkpoint: a device copy enqueued after
+        every command of the iterations before ``k`` (the queue is in order), without
+        waiting for them; the oldest of three is dropped and its Feeder record released."""
         import pyopencl as cl
         with deferred_interrupts():
-            self.queue.finish()             # every write and iteration before k is done
-            self._events = []
             if len(self._ckpts) == 2:
-                old = self._ckpts.pop(0)
-                self._staging.release(old.record + old.results)
-                if old.buffer is not None:
-                    self._buffers.append(old.buffer)
+                self._drop_oldest()
             buf = None
             off, nb = self._written
             if nb:
@@ -704,6 +710,7 @@ class Executable:
                                 dst_offset=0)
             self._ckpts.append(Checkpoint(k, buf, []))
             self._record = self._ckpts[-1].record
+            self._events = self._ckpts[-1].events
 
     def _stop(self, lp: Loop, e: BaseException) -> None:
         """The outermost loop ``lp`` stops: put back the parameters of the start of the
