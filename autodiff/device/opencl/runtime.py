@@ -493,6 +493,7 @@ class Executable:
         for f in _feeds(self.steps, RingFeed):
             f.count = 0
         self._pending: collections.deque = collections.deque()
+        self._waited = None                 # the last read waited for (complete)
         self._iters: list = []
         self._words = self._dev_words = (0, 0)
         self._dev_counters = None           # loop counters last written to the arena
@@ -957,8 +958,9 @@ class Executable:
         p = self._pending[0]
         if p.event is None:                 # a ring slot not read yet: read the ring now
             self._read_ring(p.recv)
-        if wait:
+        if wait and p.event is not self._waited:    # a ring's items share one read
             p.event.wait()
+            self._waited = p.event
         if p.flag is not None and p.flag[0]:
             raise self._index_error(p.flag, p.iters)
         if p.recv is not None:
