@@ -133,3 +133,27 @@ def test_no_failure_results_do_not_depend_on_checkpoint_interval(monkeypatch):
     a = _state_after(11, dropout=True)
     monkeypatch.setattr(runtime, "CHECKPOINT", 1000)
     np.testing.assert_array_equal(_state_after(11, dropout=True), a)
+
+
+@pytest.mark.parametrize("prefetch", [0, 16])
+def test_checkpoints_do_not_drain_the_queue(monkeypatch, prefetch):
+    """A checkpoint is a copy command behind the iterations before it: the host never
+    waits for the device to finish at one, so a run of many checkpoint intervals
+    synchronises as often as a run of one (only at the loop's start and end)."""
+    import pyopencl as cl
+    finish = cl.CommandQueue.finish
+    calls = []
+
+    def counting(self):
+        calls.append(1)
+        return finish(self)
+    monkeypatch.setattr(cl.CommandQueue, "finish", counting)
+
+    def syncs(steps):
+        ad.reset()
+        _program(steps, Source(), lambda loss: None)
+        calls.clear()
+        ad.execute(device="opencl", prefetch=prefetch)
+        return len(calls)
+    few, many = syncs(2), syncs(20 * EVERY)
+    assert many == few, (few, many)
