@@ -177,3 +177,77 @@ def test_a_profiled_run_times_each_iteration(opencl_executables):
     lp = _loop(exe)
     assert lp.block == RING and len(got) == steps
     assert exe.stats["kernel_us"][lp.body[0].name][0] == steps
+
+
+
+def _indexed(steps: int, device: str, fail_at: int | None = None):
+    """An SGD loop whose batch is row ``i`` of a device-resident dataset (the loop index
+    read by the chain: the dispatch kernel's ``ctr`` advances it per repeat); returns the
+    loss and the index of every iteration as its Receiver saw them, the weight, and the
+    ReceiverError (when the Receiver of iteration ``fail_at`` raised)."""
+    ad.reset()
+    rng = np.random.default_rng(3)
+    data = ad.Tensor(rng.standard_normal((steps, 4, 3)).astype(np.float32))
+    w = ad.Tensor(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)
+    opt = ad.optim.SGD([w], lr=0.05)
+    got = []
+
+    def take(loss, i):
+        if len(got) == fail_at:
+            raise RuntimeError("receiver down")
+        got.append((float(loss), int(i)))
+
+    def body(i):
+        opt.zero_grad()
+        loss = ((data[i] @ w).tanh() ** 2).sum()
+        loss.backward()
+        opt.step()
+        ad.Receiver(take, [loss, i * 1])
+    ad.ir_for(range(steps), body)
+    err = None
+    try:
+        ad.execute(device=device)
+    except ad.errors.ReceiverError as e:
+        err = e
+    return got, w.numpy(), err
+
+
+def test_a_loop_reading_its_counter_runs_in_blocks(opencl_executables, launches,
+                                                   monkeypatch):
+    """A body indexing a device-resident dataset by the loop index runs in blocks: the
+    chain advances the counter between repeats, so every iteration reads its own row
+    (bit-identical to one launch per iteration, as the numpy device up to rounding)."""
+    steps = CHECKPOINT + 2 * RING + 3
+    got, w, _ = _indexed(steps, "opencl")
+    lp = _loop(opencl_executables[-1])
+    la = lp.body[lp.lead]
+    assert lp.block == RING and la.counters
+    assert launches.count(la.kernel.function_name) < steps // 2
+    assert la.ctr == -1 and la.reps == 1            # the kernel object left as compiled
+    assert [i for _, i in got] == list(range(steps))
+    want, w_np, _ = _indexed(steps, "numpy")
+    np.testing.assert_allclose([g for g, _ in got], [g for g, _ in want], rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
+    from autodiff.device import opencl
+    monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
+    plain, w_plain, _ = _indexed(steps, "opencl")
+    assert _loop(opencl_executables[-1]).block == 0
+    np.testing.assert_array_equal(w, w_plain)
+    assert got == plain
+
+
+@pytest.mark.parametrize("s", [3, RING + 2, CHECKPOINT + 5])
+def test_a_failing_receiver_in_a_counter_block_keeps_its_iteration(s, opencl_executables):
+    """The Receiver of iteration ``s`` raises: the run stops there with the weight of a
+    clean run of ``s`` iterations over the same rows (a replay from a checkpoint re-runs
+    blocks with the counter rewritten)."""
+    steps = CHECKPOINT + 2 * RING + 3
+    got, w, err = _indexed(steps, "opencl", fail_at=s)
+    assert _loop(opencl_executables[-1]).block == RING
+    assert err is not None and err.iteration[0] == s and len(got) == s
+    _, w_np, err_np = _indexed(steps, "numpy", fail_at=s)
+    assert err_np.iteration[0] == s
+    np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
+    _, w_again, _ = _indexed(steps, "opencl", fail_at=s)
+    np.testing.assert_array_equal(w, w_again)

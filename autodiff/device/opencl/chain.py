@@ -207,21 +207,23 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
     kernel), so the entries launched with the same local size share one kernel. The
     switch on a uniform argument costs one predictable branch per work-group.
 
-    The last int argument ``reps`` runs the entry that many times in a row: 1 for every
+    The int argument ``reps`` runs the entry that many times in a row: 1 for every
     launch but an iteration block (:attr:`~.runtime.Loop.block`: a one-work-item chain
-    that is a whole loop iteration, run for several iterations per launch)."""
+    that is a whole loop iteration, run for several iterations per launch). The last,
+    ``ctr``, is -1 or the arena word of the block loop's counter (:mod:`.control`), which
+    then advances by one after each run, as the host would write it between iterations."""
     n = max(len(e.params) for e in entries)
     params = ["const int which"] + [f"const int p{i}_" for i in range(n)] + \
-        ["const int reps"]
+        ["const int reps", "const int ctr"]
     first = " | ".join(d.index("local", i) for i in range(3))
     L = [d.signature(name, [f"{d.pointer()} restrict buf"] + params) + " {",
          f"  if ({first}) return;",
          "  const int " + ", ".join(f"b{i} = {d.index('group', i)}" for i in range(3)) + ";",
-         "  for (int r_ = 0; r_ < reps; r_++) switch (which) {"]
+         "  for (int r_ = 0; r_ < reps; r_++) {", "  switch (which) {"]
     for k, e in enumerate(entries):
         args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))]
                          + ["b0", "b1", "b2"])
         L.append(f"  case {k}: {_guarded(e)}{e.name}_block({args}); break;")
-    L += ["  }", "}"]
+    L += ["  }", "  if (ctr >= 0) ((__global int*)buf)[ctr] += 1;", "  }", "}"]
     return Source(name, "\n".join(L), entries[0].global_size, entries[0].local_size,
                   params=tuple(params))

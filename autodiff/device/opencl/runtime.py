@@ -259,6 +259,8 @@ class Launch:
     counters: bool = False    # reads loop counters: needs them written (control.py)
     reps_arg: int = 0         # kernel argument index of the repeat count (an iteration
     reps: int = 1             # block's chain: Loop.block), and its value now
+    ctr: int = -1             # the arena word of the counter it advances per repeat (the
+    #                           argument after reps), -1: none
 
 
 @dataclass(eq=False)
@@ -348,10 +350,11 @@ class Loop:
             whose read includes it).
         block: iterations per launch (0: one): the body is Feeders through rings
             (``lead`` of them, first), one one-work-item chain launch, which reruns the
-            iteration on the device (its ``reps`` argument), and Receivers through rings;
-            no random draws or loop counters. Up to ``block`` iterations then cost the
-            host one launch (and a slot write per Feeder and iteration), and a checkpoint
-            or the run's end cuts a block short.
+            iteration on the device (its ``reps`` argument; a chain reading the loop's
+            counter advances it between repeats: its ``ctr`` argument), and Receivers
+            through rings; no random draws. Up to ``block`` iterations then cost the host
+            one launch (and a slot write per Feeder and iteration), and a checkpoint or
+            the run's end cuts a block short.
     """
     range: range
     body: list
@@ -594,6 +597,7 @@ class Executable:
             replay or not lp.feeds or ahead >= 2 * lp.block - 1) else 0
         if lp.block and not block:
             _set_reps(lp.body[lp.lead], 1)
+            _set_ctr(lp.body[lp.lead], -1)
         limit = 2 * block if block else RING    # iterations in flight
         marks: collections.deque = collections.deque()      # (event, iterations)
         flight = 0
@@ -669,7 +673,8 @@ class Executable:
             del self._iters[depth:]
             self._words = iteration_words(self._iters)
             if block:                           # the kernel object as compiled: one
-                _set_reps(lp.body[lp.lead], 1)  # iteration per launch
+                _set_reps(lp.body[lp.lead], 1)  # iteration per launch, no counter
+                _set_ctr(lp.body[lp.lead], -1)
             if top:
                 self.progress.leave()
 
@@ -702,8 +707,16 @@ class Executable:
         lead = lp.lead
         la = lp.body[lead]
         _set_reps(la, n)
+        if la.counters:         # iteration k's counters; the chain advances this loop's
+            if control.counters_now(self) != self._dev_counters:    # after each repeat
+                control.write_counters(self)
+            _set_ctr(la, control.COUNTERS + depth)
         self._last_launch = cl.enqueue_nd_range_kernel(self.queue, la.kernel,
                                                        la.global_size, la.local_size)
+        if la.counters:
+            c = list(self._dev_counters)
+            c[depth] += n
+            self._dev_counters = tuple(c)
         if self._prof is not None:
             self._prof.append((la.name, self._last_launch))
         if self._replay is not None:        # a replay suppresses Receivers
@@ -975,6 +988,14 @@ class Executable:
             p.recv.free.append(p.arrays)
         if p.flag is not None:
             self._flags.append(p.flag)
+
+
+def _set_ctr(la: Launch, word: int) -> None:
+    """Launch ``la`` (an iteration block's chain) advances the counter at arena word
+    ``word`` after each repeat from now on (-1: none)."""
+    if la.ctr != word:
+        la.kernel.set_arg(la.reps_arg + 1, np.int32(word))
+        la.ctr = word
 
 
 def _set_reps(la: Launch, n: int) -> None:
