@@ -180,17 +180,19 @@ def test_a_profiled_run_times_each_iteration(opencl_executables):
 
 
 
-def _indexed(steps: int, device: str, fail_at: int | None = None):
+def _indexed(steps: int, device: str, fail_at: int | None = None, feeder: bool = False):
     """An SGD loop whose batch is row ``i`` of a device-resident dataset (the loop index
-    read by the chain: the dispatch kernel's ``ctr`` advances it per repeat); returns the
-    loss and the index of every iteration as its Receiver saw them, the weight, and the
-    ReceiverError (when the Receiver of iteration ``fail_at`` raised)."""
+    read by the chain: the dispatch kernel's ``ctr`` advances it per repeat), scaled by a
+    Feeder's value with ``feeder``; returns the loss and the index of every iteration as
+    its Receiver saw them, the weight, and the ReceiverError (when the Receiver of
+    iteration ``fail_at`` raised)."""
     ad.reset()
     rng = np.random.default_rng(3)
     data = ad.Tensor(rng.standard_normal((steps, 4, 3)).astype(np.float32))
     w = ad.Tensor(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)
     opt = ad.optim.SGD([w], lr=0.05)
     got = []
+    scales = iter(np.linspace(0.5, 1.5, steps, dtype=np.float32).reshape(steps, 1))
 
     def take(loss, i):
         if len(got) == fail_at:
@@ -199,7 +201,9 @@ def _indexed(steps: int, device: str, fail_at: int | None = None):
 
     def body(i):
         opt.zero_grad()
-        loss = ((data[i] @ w).tanh() ** 2).sum()
+        x = data[i] * ad.Feeder(lambda: next(scales), [1], name="scale") if feeder else \
+            data[i]
+        loss = ((x @ w).tanh() ** 2).sum()
         loss.backward()
         opt.step()
         ad.Receiver(take, [loss, i * 1])
@@ -212,26 +216,28 @@ def _indexed(steps: int, device: str, fail_at: int | None = None):
     return got, w.numpy(), err
 
 
+@pytest.mark.parametrize("feeder", [False, True])
 def test_a_loop_reading_its_counter_runs_in_blocks(opencl_executables, launches,
-                                                   monkeypatch):
-    """A body indexing a device-resident dataset by the loop index runs in blocks: the
-    chain advances the counter between repeats, so every iteration reads its own row
-    (bit-identical to one launch per iteration, as the numpy device up to rounding)."""
+                                                   monkeypatch, feeder):
+    """A body indexing a device-resident dataset by the loop index (with a Feeder too, or
+    not) runs in blocks: the chain advances the counter between repeats, so every
+    iteration reads its own row (bit-identical to one launch per iteration, as the numpy
+    device up to rounding)."""
     steps = CHECKPOINT + 2 * RING + 3
-    got, w, _ = _indexed(steps, "opencl")
+    got, w, _ = _indexed(steps, "opencl", feeder=feeder)
     lp = _loop(opencl_executables[-1])
     la = lp.body[lp.lead]
-    assert lp.block == RING and la.counters
+    assert lp.block == RING and la.counters and lp.lead == int(feeder)
     assert launches.count(la.kernel.function_name) < steps // 2
     assert la.ctr == -1 and la.reps == 1            # the kernel object left as compiled
     assert [i for _, i in got] == list(range(steps))
-    want, w_np, _ = _indexed(steps, "numpy")
+    want, w_np, _ = _indexed(steps, "numpy", feeder=feeder)
     np.testing.assert_allclose([g for g, _ in got], [g for g, _ in want], rtol=1e-5,
                                atol=1e-6)
     np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
     from autodiff.device import opencl
     monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
-    plain, w_plain, _ = _indexed(steps, "opencl")
+    plain, w_plain, _ = _indexed(steps, "opencl", feeder=feeder)
     assert _loop(opencl_executables[-1]).block == 0
     np.testing.assert_array_equal(w, w_plain)
     assert got == plain

@@ -708,7 +708,8 @@ class Executable:
         la = lp.body[lead]
         _set_reps(la, n)
         if la.counters:         # iteration k's counters; the chain advances this loop's
-            if control.counters_now(self) != self._dev_counters:    # after each repeat
+            self._iters[depth] = k                                  # after each repeat
+            if control.counters_now(self) != self._dev_counters:
                 control.write_counters(self)
             _set_ctr(la, control.COUNTERS + depth)
         self._last_launch = cl.enqueue_nd_range_kernel(self.queue, la.kernel,
