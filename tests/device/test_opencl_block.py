@@ -180,7 +180,8 @@ def test_a_profiled_run_times_each_iteration(opencl_executables):
 
 
 
-def _indexed(steps: int, device: str, fail_at: int | None = None, feeder: bool = False):
+def _indexed(steps: int, device: str, fail_at: int | None = None, feeder: bool = False,
+             feed_fails_at: int | None = None):
     """An SGD loop whose batch is row ``i`` of a device-resident dataset (the loop index
     read by the chain: the dispatch kernel's ``ctr`` advances it per repeat), scaled by a
     Feeder's value with ``feeder``; returns the loss and the index of every iteration as
@@ -193,6 +194,13 @@ def _indexed(steps: int, device: str, fail_at: int | None = None, feeder: bool =
     opt = ad.optim.SGD([w], lr=0.05)
     got = []
     scales = iter(np.linspace(0.5, 1.5, steps, dtype=np.float32).reshape(steps, 1))
+    fed = []
+
+    def scale():
+        if len(fed) == feed_fails_at:
+            raise RuntimeError("feeder down")
+        fed.append(1)
+        return next(scales)
 
     def take(loss, i):
         if len(got) == fail_at:
@@ -201,8 +209,7 @@ def _indexed(steps: int, device: str, fail_at: int | None = None, feeder: bool =
 
     def body(i):
         opt.zero_grad()
-        x = data[i] * ad.Feeder(lambda: next(scales), [1], name="scale") if feeder else \
-            data[i]
+        x = data[i] * ad.Feeder(scale, [1], name="scale") if feeder else data[i]
         loss = ((x @ w).tanh() ** 2).sum()
         loss.backward()
         opt.step()
@@ -211,7 +218,7 @@ def _indexed(steps: int, device: str, fail_at: int | None = None, feeder: bool =
     err = None
     try:
         ad.execute(device=device)
-    except ad.errors.ReceiverError as e:
+    except (ad.errors.ReceiverError, ad.errors.FeederError) as e:
         err = e
     return got, w.numpy(), err
 
@@ -257,3 +264,18 @@ def test_a_failing_receiver_in_a_counter_block_keeps_its_iteration(s, opencl_exe
     np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
     _, w_again, _ = _indexed(steps, "opencl", fail_at=s)
     np.testing.assert_array_equal(w, w_again)
+
+
+@pytest.mark.parametrize("s", [5, RING + 3, CHECKPOINT + 9])
+def test_a_failing_feeder_in_a_counter_block_keeps_its_iteration(s, opencl_executables):
+    """The Feeder of iteration ``s`` raises inside a block of a body that also reads the
+    loop index: the iterations fed before it run from their own rows, and the run stops
+    with the weight the numpy device has at the same point."""
+    steps = CHECKPOINT + 2 * RING + 3
+    got, w, err = _indexed(steps, "opencl", feeder=True, feed_fails_at=s)
+    assert _loop(opencl_executables[-1]).block == RING
+    assert isinstance(err, ad.errors.FeederError) and err.iteration[0] == s
+    got_np, w_np, err_np = _indexed(steps, "numpy", feeder=True, feed_fails_at=s)
+    assert err_np.iteration[0] == s and len(got) == len(got_np)
+    assert [i for _, i in got] == [i for _, i in got_np]
+    np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
