@@ -83,13 +83,10 @@ def test_a_failing_receiver_stops_at_its_iteration(s, opencl_executables):
     assert _loop(opencl_executables[-1]).block == RING
 
 
-@pytest.mark.parametrize("kw", [dict(dropout=True), dict(feeder=True, prefetch=2 * RING - 2)],
-                         ids=["random draws", "feeder, short prefetch"])
-def test_no_block_where_the_host_works_each_iteration(kw, opencl_executables):
-    """Random draws need each iteration's words written by the host; a Feeder under a
-    ``prefetch`` below ``2 RING - 1`` may have to wait for a Receiver's value inside a
-    block: one launch per iteration."""
-    _run(3, "opencl", **kw)
+def test_no_block_where_the_host_works_each_iteration(opencl_executables):
+    """A Feeder under a ``prefetch`` below ``2 RING - 1`` may have to wait for a
+    Receiver's value inside a block: one launch per iteration."""
+    _run(3, "opencl", feeder=True, prefetch=2 * RING - 2)
     assert all(lp.block == 0 for lp in _loops(opencl_executables[-1].steps))
 
 
@@ -279,3 +276,58 @@ def test_a_failing_feeder_in_a_counter_block_keeps_its_iteration(s, opencl_execu
     assert err_np.iteration[0] == s and len(got) == len(got_np)
     assert [i for _, i in got] == [i for _, i in got_np]
     np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
+
+
+def _dropout_loop(steps: int, device: str, depth2: bool = False):
+    """A light SGD loop with dropout (a Philox draw per iteration) whose Receiver gets the
+    dropped activations; ``depth2``: the loop nested in a 2-iteration outer loop (the
+    inner index enters the iteration words' second word). Returns the values received
+    and the weight."""
+    ad.reset()
+    rng = np.random.default_rng(5)
+    x = ad.Tensor(rng.standard_normal((4, 3)).astype(np.float32))
+    w = ad.Tensor(rng.standard_normal((3, 6)).astype(np.float32), requires_grad=True)
+    opt = ad.optim.SGD([w], lr=0.05)
+    drop = ad.nn.Dropout(0.5, seed=7)
+    got = []
+
+    def body():
+        opt.zero_grad()
+        h = drop((x @ w).tanh())
+        loss = (h ** 2).sum()
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda a: got.append(a), [h])
+    if depth2:
+        ad.ir_for(range(2), lambda: ad.ir_for(range(steps), body))
+    else:
+        ad.ir_for(range(steps), body)
+    ad.execute(device=device)
+    return got, w.numpy()
+
+
+@pytest.mark.parametrize("depth2", [False, True])
+def test_a_loop_drawing_random_numbers_runs_in_blocks(opencl_executables, monkeypatch,
+                                                      depth2):
+    """Dropout in a light body: the chain advances the Philox iteration word between
+    repeats, so every iteration draws its own mask -- the same masks as the numpy device
+    and as one launch per iteration, bit for bit."""
+    import autodiff.nn  # noqa: F401  (ad.nn)
+    steps = 2 * RING + 5
+    got, w = _dropout_loop(steps, "opencl", depth2)
+    lps = list(_loops(opencl_executables[-1].steps))
+    lp = lps[-1]
+    assert lp.block == RING and lp.body[lp.lead].rand
+    want, w_np = _dropout_loop(steps, "numpy", depth2)
+    assert len(got) == len(want) == steps * (2 if depth2 else 1)
+    for g, r in zip(got, want):
+        np.testing.assert_array_equal(g == 0, r == 0)           # the same masks
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
+    assert len({(g == 0).tobytes() for g in got}) > steps // 2   # masks change per step
+    from autodiff.device import opencl
+    monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
+    plain, w_plain = _dropout_loop(steps, "opencl", depth2)
+    np.testing.assert_array_equal(w, w_plain)
+    for g, p in zip(got, plain):
+        np.testing.assert_array_equal(g, p)

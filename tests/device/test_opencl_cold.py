@@ -205,7 +205,7 @@ def test_caller_and_helper_split_the_kernels_and_the_program_runs(tmp_path, monk
     for i, k in enumerate(kernels):
         kern = cl.Kernel(prg, k.name)
         kern.set_args(buf, np.int32(0), np.int32(64 + 4 * i), np.int32(1),   # reps 1,
-                      np.int32(-1))                                          # no counter
+                      np.int32(-1), np.int32(-1), np.int32(0))   # no counter, no words
         cl.enqueue_nd_range_kernel(q, kern, (4,), (4,))
     cl.enqueue_copy(q, arena, buf, is_blocking=True)
     np.testing.assert_array_equal(arena[64:].reshape(-1, 4),

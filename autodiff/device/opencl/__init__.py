@@ -305,8 +305,8 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
     for la, (local, k, a) in where.items():
         src = names[local, k // most]
         kernel[la] = src.name
-        args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 3 - len(a)) + (1, -1) \
-            if most > 1 else a
+        args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 5 - len(a)) + \
+            (1, -1, -1, 0) if most > 1 else a
     return out, args, kernel
 
 
@@ -379,9 +379,9 @@ def _first_launches(steps, launch_kernel: dict, switch: set) -> list:
 def _mark_blocks(steps, launch_args: dict, dispatched: set) -> None:
     """Set :attr:`~.runtime.Loop.block` on every loop whose body is Feeders through rings,
     one one-work-item launch of a :func:`.chain.dispatch` kernel (``dispatched``; its
-    ``reps`` argument repeats it, its ``ctr`` argument advances the loop's counter between
-    repeats) that draws no random numbers, then Receivers through rings: its iterations
-    need nothing from the host but the launch and the Feeders' slot writes."""
+    ``reps`` argument repeats it; ``ctr``, ``wrd`` and ``wstep`` advance the loop's counter
+    and Philox iteration word between repeats), then Receivers through rings: its
+    iterations need nothing from the host but the launch and the Feeders' slot writes."""
     from .runtime import _blocks
     for s in steps:
         lead = len(s.feeds) if type(s) is Loop else 0
@@ -391,8 +391,8 @@ def _mark_blocks(steps, launch_args: dict, dispatched: set) -> None:
                 all(type(x) is RingReceive and x.slots == RING for x in s.body[lead + 1:]):
             la = s.body[lead]
             if la in dispatched and tuple(la.global_size) == (1,) and \
-                    tuple(la.local_size) == (1,) and not la.rand:
-                la.reps_arg = len(launch_args[la]) - 1
+                    tuple(la.local_size) == (1,):
+                la.reps_arg = len(launch_args[la]) - 3
                 s.block, s.lead = RING, lead
         for blk in _blocks(s):
             _mark_blocks(blk, launch_args, dispatched)

@@ -209,12 +209,15 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
 
     The int argument ``reps`` runs the entry that many times in a row: 1 for every
     launch but an iteration block (:attr:`~.runtime.Loop.block`: a one-work-item chain
-    that is a whole loop iteration, run for several iterations per launch). The last,
-    ``ctr``, is -1 or the arena word of the block loop's counter (:mod:`.control`), which
-    then advances by one after each run, as the host would write it between iterations."""
+    that is a whole loop iteration, run for several iterations per launch). The last
+    three advance the block loop's state after each run, as the host would write it
+    between iterations: ``ctr`` is -1 or the arena word of the loop's counter
+    (:mod:`.control`), which goes up by one; ``wrd`` is -1 or the arena word of the Philox
+    iteration word the loop's index enters (:func:`autodiff.graph.rng.iteration_words`),
+    which goes up by ``wstep`` (a uint32 bit pattern, wrapping)."""
     n = max(len(e.params) for e in entries)
     params = ["const int which"] + [f"const int p{i}_" for i in range(n)] + \
-        ["const int reps", "const int ctr"]
+        ["const int reps", "const int ctr", "const int wrd", "const int wstep"]
     first = " | ".join(d.index("local", i) for i in range(3))
     L = [d.signature(name, [f"{d.pointer()} restrict buf"] + params) + " {",
          f"  if ({first}) return;",
@@ -224,6 +227,7 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
         args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))]
                          + ["b0", "b1", "b2"])
         L.append(f"  case {k}: {_guarded(e)}{e.name}_block({args}); break;")
-    L += ["  }", "  if (ctr >= 0) ((__global int*)buf)[ctr] += 1;", "  }", "}"]
+    L += ["  }", "  if (ctr >= 0) ((__global int*)buf)[ctr] += 1;",
+          "  if (wrd >= 0) ((__global uint*)buf)[wrd] += (uint)wstep;", "  }", "}"]
     return Source(name, "\n".join(L), entries[0].global_size, entries[0].local_size,
                   params=tuple(params))

@@ -47,10 +47,10 @@ import numpy as np
 
 from ...errors import FeederError, IndexOutOfRange, ReceiverError
 from ...graph.ir import Op
-from ...graph.rng import iteration_words
+from ...graph.rng import FOLD, iteration_words
 from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
-from ..cstyle import codegen
+from ..cstyle import codegen, philox
 from . import callback, control
 
 #: steps that run themselves (``run(exe)``)
@@ -261,6 +261,8 @@ class Launch:
     reps: int = 1             # block's chain: Loop.block), and its value now
     ctr: int = -1             # the arena word of the counter it advances per repeat (the
     #                           argument after reps), -1: none
+    wrd: int = -1             # the arena word of the Philox iteration word it advances per
+    #                           repeat (the next argument; its step the one after), -1: none
 
 
 @dataclass(eq=False)
@@ -351,10 +353,11 @@ class Loop:
         block: iterations per launch (0: one): the body is Feeders through rings
             (``lead`` of them, first), one one-work-item chain launch, which reruns the
             iteration on the device (its ``reps`` argument; a chain reading the loop's
-            counter advances it between repeats: its ``ctr`` argument), and Receivers
-            through rings; no random draws. Up to ``block`` iterations then cost the host
-            one launch (and a slot write per Feeder and iteration), and a checkpoint or
-            the run's end cuts a block short.
+            counter or drawing random numbers advances the counter or the Philox
+            iteration word between repeats: its ``ctr``, ``wrd`` arguments), and
+            Receivers through rings. Up to ``block`` iterations then cost the host one
+            launch (and a slot write per Feeder and iteration), and a checkpoint or the
+            run's end cuts a block short.
     """
     range: range
     body: list
@@ -598,6 +601,7 @@ class Executable:
         if lp.block and not block:
             _set_reps(lp.body[lp.lead], 1)
             _set_ctr(lp.body[lp.lead], -1)
+            _set_wrd(lp.body[lp.lead], -1, 0)
         limit = 2 * block if block else RING    # iterations in flight
         marks: collections.deque = collections.deque()      # (event, iterations)
         flight = 0
@@ -675,6 +679,7 @@ class Executable:
             if block:                           # the kernel object as compiled: one
                 _set_reps(lp.body[lp.lead], 1)  # iteration per launch, no counter
                 _set_ctr(lp.body[lp.lead], -1)
+                _set_wrd(lp.body[lp.lead], -1, 0)
             if top:
                 self.progress.leave()
 
@@ -707,17 +712,26 @@ class Executable:
         lead = lp.lead
         la = lp.body[lead]
         _set_reps(la, n)
-        if la.counters:         # iteration k's counters; the chain advances this loop's
-            self._iters[depth] = k                                  # after each repeat
+        self._iters[depth] = k  # iteration k's counters and Philox words; the chain
+        if la.counters:         # advances this loop's after each repeat
             if control.counters_now(self) != self._dev_counters:
                 control.write_counters(self)
             _set_ctr(la, control.COUNTERS + depth)
+        if la.rand:
+            self._words = iteration_words(self._iters)
+            if self._words != self._dev_words:
+                self._write_words()
+            _set_wrd(la, *_word_step(depth))
         self._last_launch = cl.enqueue_nd_range_kernel(self.queue, la.kernel,
                                                        la.global_size, la.local_size)
         if la.counters:
             c = list(self._dev_counters)
             c[depth] += n
             self._dev_counters = tuple(c)
+        if la.rand:
+            end = list(self._iters)
+            end[depth] += n
+            self._dev_words = iteration_words(end)
         if self._prof is not None:
             self._prof.append((la.name, self._last_launch))
         if self._replay is not None:        # a replay suppresses Receivers
@@ -989,6 +1003,26 @@ class Executable:
             p.recv.free.append(p.arrays)
         if p.flag is not None:
             self._flags.append(p.flag)
+
+
+def _word_step(depth: int) -> tuple[int, int]:
+    """(arena word, uint32 step as an int32) by which the Philox iteration words
+    (:func:`~autodiff.graph.rng.iteration_words`) change when the index of the loop at
+    ``depth`` goes up by one: the outermost loop's index is word ``c2``, the others enter
+    ``c3`` times ``FOLD ** (depth - 1)``."""
+    if depth == 0:
+        return philox.ITER_WORDS, 1
+    step = pow(FOLD, depth - 1, 1 << 32)
+    return philox.ITER_WORDS + 1, step - (1 << 32) if step >= 1 << 31 else step
+
+
+def _set_wrd(la: Launch, word: int, step: int) -> None:
+    """Launch ``la`` advances the Philox iteration word at arena word ``word`` by
+    ``step`` after each repeat from now on (-1: none)."""
+    if la.wrd != word:
+        la.kernel.set_arg(la.reps_arg + 2, np.int32(word))
+        la.kernel.set_arg(la.reps_arg + 3, np.int32(step))
+        la.wrd = word
 
 
 def _set_ctr(la: Launch, word: int) -> None:
