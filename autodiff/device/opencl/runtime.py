@@ -880,15 +880,18 @@ class Executable:
             raise FeederError(f.spec.name, it,
                               f"callback raised {type(e).__name__}: {e}") from e
         plain = f.plain
-        if plain is None or type(v) is not np.ndarray or v.shape != plain[0] or \
-                v.dtype != plain[1]:
+        a = self._staging.take(f.shape, f.dtype)
+        if plain is not None and type(v) is np.ndarray and v.shape == plain[0] and \
+                v.dtype == plain[1]:
+            a[...] = v                          # (0.9 us less than np.copyto's dispatch)
+        else:
             try:
                 check_feed(f.spec, v, it)
             except FeederError:
+                self._staging.release([a])
                 self._drain()
                 raise
-        a = self._staging.take(f.shape, f.dtype)
-        np.copyto(a, v)
+            np.copyto(a, v)
         f.pending = a
         if self._record is not None and it:
             self._record.append(a)
