@@ -331,3 +331,37 @@ def test_a_loop_drawing_random_numbers_runs_in_blocks(opencl_executables, monkey
     np.testing.assert_array_equal(w, w_plain)
     for g, p in zip(got, plain):
         np.testing.assert_array_equal(g, p)
+
+
+def _nested_indexed(device: str, outer: int = 3, inner: int = 2 * RING + 3):
+    """An inner loop (a block) reading both loop indices: row ``i * inner + j`` of a
+    device-resident dataset; returns the (i, j, loss) its Receiver saw and the weight."""
+    ad.reset()
+    rng = np.random.default_rng(9)
+    data = ad.Tensor(rng.standard_normal((outer * inner, 4, 3)).astype(np.float32))
+    w = ad.Tensor(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)
+    opt = ad.optim.SGD([w], lr=0.05)
+    got = []
+
+    def inner_body(i, j):
+        opt.zero_grad()
+        loss = ((data[i * inner + j] @ w).tanh() ** 2).sum()
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda a, b, c: got.append((int(a), int(b), float(c))), [i * 1, j * 1, loss])
+    ad.ir_for(range(outer), lambda i: ad.ir_for(range(inner), lambda j: inner_body(i, j)))
+    ad.execute(device=device)
+    return got, w.numpy()
+
+
+def test_an_inner_loop_reading_both_counters_runs_in_blocks(opencl_executables):
+    """The outer index is written by the host once per outer iteration, the inner one
+    advanced by the chain: every inner iteration reads its own row."""
+    got, w = _nested_indexed("opencl")
+    inner = [lp for lp in _loops(opencl_executables[-1].steps) if lp.block]
+    assert inner and inner[0].body[inner[0].lead].counters
+    assert [(i, j) for i, j, _ in got] == [(i, j) for i in range(3) for j in range(2 * RING + 3)]
+    want, w_np = _nested_indexed("numpy")
+    np.testing.assert_allclose([c for *_, c in got], [c for *_, c in want], rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
