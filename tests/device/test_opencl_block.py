@@ -365,3 +365,20 @@ def test_an_inner_loop_reading_both_counters_runs_in_blocks(opencl_executables):
     np.testing.assert_allclose([c for *_, c in got], [c for *_, c in want], rtol=1e-5,
                                atol=1e-6)
     np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
+
+
+def test_transfers_without_pyopencls_bindings_give_the_same_run(monkeypatch):
+    """Where pyopencl lacks ``_enqueue_write_buffer``/``_enqueue_read_buffer`` the
+    per-iteration Feeder writes and Receiver reads go through ``enqueue_copy``: the same
+    values and weight."""
+    steps = 2 * RING + 3
+    got, w, _ = _indexed(steps, "opencl", feeder=True)
+    import types
+    from autodiff.device.opencl import runtime
+    real = runtime._transfers
+    write, read = real(types.SimpleNamespace())       # a pyopencl without the bindings
+    assert "enqueue_copy" in write.__code__.co_names + read.__code__.co_names
+    monkeypatch.setattr(runtime, "_transfers", lambda: real(types.SimpleNamespace()))
+    again, w_again, _ = _indexed(steps, "opencl", feeder=True)
+    assert again == got
+    np.testing.assert_array_equal(w_again, w)

@@ -67,28 +67,22 @@ CHECKPOINT = 64
 RECORD_BYTES = 64 << 20
 
 
-def _writer():
-    """``write(queue, arena, host_array, byte_offset) -> event``: a non-blocking host ->
-    buffer copy through pyopencl's binding itself, not its ``enqueue_copy`` dispatcher,
-    which inspects its arguments on every call (3.4 against 7.8 us a call, PoCL 3.1):
-    the per-iteration Feeder writes. The dispatcher where the binding is missing."""
+def _transfers(raw=None):
+    """``(write, read)``: ``write(queue, arena, host_array, byte_offset)`` and
+    ``read(queue, host_array, arena, byte_offset)``, non-blocking copies returning their
+    event, for the per-iteration Feeder writes and Receiver reads. They call pyopencl's
+    bindings (``raw``, default ``pyopencl._cl``) themselves, not ``enqueue_copy``, which
+    inspects its arguments on every call (3.4 against 7.8 us a call, PoCL 3.1);
+    ``enqueue_copy`` where a binding is missing."""
     import pyopencl as cl
-    raw = getattr(getattr(cl, "_cl", None), "_enqueue_write_buffer", None)
-    if raw is None:
-        return lambda q, buf, a, at: cl.enqueue_copy(q, buf, a, dst_offset=at,
-                                                     is_blocking=False)
-    return lambda q, buf, a, at: raw(q, buf, a, at, None, False)
-
-
-def _reader():
-    """``read(queue, host_array, arena, byte_offset) -> event``: the non-blocking buffer ->
-    host copy of the per-iteration Receiver reads (as :func:`_writer`)."""
-    import pyopencl as cl
-    raw = getattr(getattr(cl, "_cl", None), "_enqueue_read_buffer", None)
-    if raw is None:
-        return lambda q, a, buf, at: cl.enqueue_copy(q, a, buf, src_offset=at,
-                                                     is_blocking=False)
-    return lambda q, a, buf, at: raw(q, buf, a, at, None, False)
+    raw = getattr(cl, "_cl", None) if raw is None else raw
+    w = getattr(raw, "_enqueue_write_buffer", None)
+    r = getattr(raw, "_enqueue_read_buffer", None)
+    write = (lambda q, buf, a, at: w(q, buf, a, at, None, False)) if w else \
+        (lambda q, buf, a, at: cl.enqueue_copy(q, buf, a, dst_offset=at, is_blocking=False))
+    read = (lambda q, a, buf, at: r(q, buf, a, at, None, False)) if r else \
+        (lambda q, a, buf, at: cl.enqueue_copy(q, a, buf, src_offset=at, is_blocking=False))
+    return write, read
 
 
 class KernelBuildError(RuntimeError):
@@ -444,7 +438,7 @@ class Executable:
                  params: list, outputs: dict, flag_offset: int, stages: dict, stats: dict,
                  written: tuple = (0, 0), set_words=None, checked=(), prefetch=None):
         self.ctx, self.device, self.queue = ctx, device, queue
-        self._write, self._read = _writer(), _reader()
+        self._write, self._read = _transfers()
         self.arena, self.arena_bytes = arena, arena_bytes
         self.steps, self.params, self.outputs = steps, params, outputs
         self.flag_offset = flag_offset
@@ -599,9 +593,7 @@ class Executable:
         block = lp.block if not lp.flag_at_end and self._prof is None and (
             replay or not lp.feeds or ahead >= 2 * lp.block - 1) else 0
         if lp.block and not block:
-            _set_reps(lp.body[lp.lead], 1)
-            _set_ctr(lp.body[lp.lead], -1)
-            _set_wrd(lp.body[lp.lead], -1, 0)
+            _as_compiled(lp.body[lp.lead])
         limit = 2 * block if block else RING    # iterations in flight
         marks: collections.deque = collections.deque()      # (event, iterations)
         flight = 0
@@ -676,10 +668,8 @@ class Executable:
         finally:
             del self._iters[depth:]
             self._words = iteration_words(self._iters)
-            if block:                           # the kernel object as compiled: one
-                _set_reps(lp.body[lp.lead], 1)  # iteration per launch, no counter
-                _set_ctr(lp.body[lp.lead], -1)
-                _set_wrd(lp.body[lp.lead], -1, 0)
+            if block:
+                _as_compiled(lp.body[lp.lead])
             if top:
                 self.progress.leave()
 
@@ -1006,6 +996,14 @@ class Executable:
             p.recv.free.append(p.arrays)
         if p.flag is not None:
             self._flags.append(p.flag)
+
+
+def _as_compiled(la: Launch) -> None:
+    """Leave the kernel object of block launch ``la`` as compiled: one iteration per
+    launch, no counter or Philox word advanced."""
+    _set_reps(la, 1)
+    _set_ctr(la, -1)
+    _set_wrd(la, -1, 0)
 
 
 def _word_step(depth: int) -> tuple[int, int]:
