@@ -281,3 +281,50 @@ def test_no_helper_for_a_process_pinned_to_one_core(monkeypatch):
     assert prejit.usable_cores() == 1 and not prejit.enabled(dev)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     assert prejit.usable_cores() == 2
+
+
+def _graph(width: int):
+    """The graph IR of a small traced program whose shapes depend on ``width``."""
+    from autodiff.graph.trace import TRACER
+    ad.reset()
+    x = ad.Tensor(np.ones((4, width), np.float32), requires_grad=True)
+    (x.tanh() * 2.0).sum().backward()
+    return TRACER.root.graph
+
+
+def test_the_warm_up_key_is_the_programs_own_in_every_process():
+    """:func:`.prejit.warm_key`: the same program gets the same key in another process
+    (not Python's salted ``hash``), another program another key."""
+    import subprocess
+    import sys
+    k8, k8_again, k9 = prejit.warm_key(_graph(8)), prejit.warm_key(_graph(8)), \
+        prejit.warm_key(_graph(9))
+    assert k8 == k8_again and k8 != k9 and 0 <= k8 < 2 ** 31
+    code = ("import sys; sys.path.insert(0, 'tests/device'); import test_opencl_cold as t; "
+            "from autodiff.device.opencl import prejit; print(prejit.warm_key(t._graph(8)))")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONHASHSEED": "123"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) == k8
+
+
+def test_an_early_helper_warms_up_with_a_build_its_key_makes_new(fresh_cache):
+    """A helper waiting for its program builds the warm-up source with its key: a key new
+    to PoCL's cache is a real compile (it leaves the cache's first entry; a fixed source
+    was a cache hit for every helper after the first, which then loaded the compiler only
+    once the program came), and a second helper with another key compiles again."""
+    import time
+    _, dev = device.context()
+
+    def entries():
+        return len(list(fresh_cache.rglob("program.bc")))
+    for n, key in enumerate((11, 12), start=1):
+        helper = prejit.start(dev, key=key)
+        end = time.monotonic() + 120
+        while entries() < n and time.monotonic() < end and helper.proc.poll() is None:
+            time.sleep(0.02)
+        assert entries() == n
+        helper.proc.stdin.close()
+        assert helper.proc.wait(timeout=120) == 0
+        helper.stop()

@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 #: fewest kernels to compile for a helper to start: its own start (an interpreter,
 #: pyopencl, a build from the cache: 0.3-0.5 s) costs more than a few small kernels' JIT
@@ -67,8 +68,22 @@ WAIT_S = 300.0
 EARLY_NODES = 300
 
 #: what an early helper builds while it waits for the program: PoCL's first build in a
-#: process loads LLVM and its kernel library
-WARM_SOURCE = "__kernel void _ad_warm(__global float* b) { b[0] = 1.0f; }"
+#: process loads LLVM and its kernel library (0.47 s more than a later build) -- unless
+#: the build is a hit in PoCL's disk cache, which skips the compiler altogether. So the
+#: source carries a key (:func:`warm_key`: the program's shape), new for a new program:
+#: with one fixed source, every helper after the first on a machine found its warm-up in
+#: the cache, idled until the program came and then loaded LLVM for it (the main job's
+#: training program, compiled after its validation program in the same process: the
+#: helper's part built 0.5 s after the caller's). Each key leaves one 36 KB entry in the
+#: cache, beside the megabytes of the program it precedes.
+WARM_SOURCE = "__kernel void _ad_warm(__global int* b) {{ b[0] = {key}; }}"
+
+
+def warm_key(graph) -> int:
+    """A 31-bit fingerprint of ``graph`` (its nodes' ops, shapes and dtypes in order),
+    the same in every process: the same program gets the same warm-up source."""
+    text = ";".join(f"{n.op.name}{n.shape}{n.dtype}" for n in graph.walk())
+    return zlib.crc32(text.encode()) & 0x7FFFFFFF
 
 
 def enabled(device) -> bool:
@@ -160,7 +175,7 @@ def early(device, graph, options: dict) -> "Helper | None":
         return None
     if sum(1 for _ in graph.walk()) < EARLY_NODES:
         return None
-    return start(device)
+    return start(device, key=warm_key(graph))
 
 
 def compile_all(ctx, device, programs: Programs, launches: list,
@@ -258,13 +273,15 @@ class Helper:
         self.stop()
 
 
-def start(device, claims: str | None = None) -> Helper | None:
+def start(device, claims: str | None = None, key: int = 0) -> Helper | None:
     """Start a helper process for ``device`` claiming kernels in directory ``claims`` (a
-    fresh one by default); it warms PoCL's compiler up until :meth:`Helper.send` gives it
-    a program. Returns None if the process cannot start."""
+    fresh one by default); unless :meth:`Helper.send` has given it a program by then, it
+    warms PoCL's compiler up by building :data:`WARM_SOURCE` with ``key``. Returns None
+    if the process cannot start."""
     claims = claims or tempfile.mkdtemp(prefix="autodiff-prejit-")
     try:
-        p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device)],
+        p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device),
+                              str(int(key))],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     except OSError:
@@ -282,7 +299,7 @@ def _main() -> None:
                if f"{p.name} {d.name}" == sys.argv[1])
     ctx = cl.Context([dev])
     if not select.select([sys.stdin], [], [], 0)[0]:
-        cl.Program(ctx, WARM_SOURCE).build(devices=[dev])
+        cl.Program(ctx, WARM_SOURCE.format(key=int(sys.argv[2]))).build(devices=[dev])
     line = sys.stdin.readline()
     if not line.strip():
         return                          # the caller did not need it
