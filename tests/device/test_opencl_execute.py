@@ -260,7 +260,9 @@ def test_head_merge_views_are_packed_into_panels_by_rows(monkeypatch):
     along K within aligned chunks of 16) are packed by the panel template a row at a time
     (A into 6-row panels, B = view^T into 16-column panels); the weight gradient's A (the
     view transposed: stride 16 along K) from row pointers; rows and columns that are not
-    multiples of the tile; all give the numpy device's values."""
+    multiples of the tile; all give the numpy device's values. The row-at-a-time packs
+    walk K first (neighbouring work-items on neighbouring K chunks of one panel), the
+    row-pointer pack panels first."""
     from autodiff.device.opencl import codegen
     monkeypatch.setattr(codegen, "PANEL_MIN_FLOPS", 0)
 
@@ -283,7 +285,8 @@ def test_head_merge_views_are_packed_into_panels_by_rows(monkeypatch):
     src = str(ad.runtime.TRACER.last.stages["opencl"])
     packs = [b for b in src.split("static inline void ")[1:]
              if b.split("(")[0].endswith(("_pa_body", "_pb_body"))]
-    rowwise = [b for b in packs if "k0 = (g_ / " in b and "vload16(0, buf + (((" in b]
+    # contiguous along K: K chunks of a panel on neighbouring work-items (k0 = g_ % ...)
+    rowwise = [b for b in packs if "k0 = (g_ % " in b and "vload16(0, buf + (((" in b]
     assert {b.split("(")[0][-8:] for b in rowwise} == {"_pa_body", "_pb_body"}
     assert any("k0 = (g_ / " in b and "s0_[kk*16]" in b for b in packs)
     for i, (r, g) in enumerate(zip(ref, got)):
