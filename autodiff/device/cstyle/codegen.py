@@ -651,8 +651,12 @@ SCRATCH_A, SCRATCH_B = "__scratch_a", "__scratch_b"
 
 #: a DotProduct without batch dims packs B (and A when A is not contiguous along K) into
 #: register-tile panels (:func:`.kernels.panel_rows`) when it has at least this many flops
-#: and this long a K: a streaming pass over the operand buys 1.3-2x in the tile loop
-PANEL_MIN_FLOPS = 1 << 22
+#: and this long a K: a streaming pass over the operand buys 1.3-2x in the tile loop. At
+#: 2^20 rather than 2^22, W4's first layer (x [64, 64] @ W.T, 2.1 MFLOP) packs its weight
+#: into panels by rows (vector loads) instead of transposing it element by element into
+#: a dense copy: that pack 14.4 -> 7.2 us, the step's kernels 281-283 -> 273-275 us (one
+#: PoCL thread, in the run); W1-W3's programs are unchanged
+PANEL_MIN_FLOPS = 1 << 20
 PANEL_MIN_K = 32
 
 
