@@ -34,8 +34,8 @@ from . import callback, chain, control, prejit, render, rings, split
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      RING, Receive, RingFeed, RingReceive, _feeds, build_file,
-                      check_arena, write_source)
+                      RING, Receive, RingFeed, RingReceive, _feeds, arena_buffer,
+                      build_file, check_arena, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -559,7 +559,7 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     prg = programs.get(0)
     kern = {n: cl.Kernel(prg, n) for n in [philox.SET_KERNEL] +
             ([control.SET_KERNEL] if counters else [])}
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(arena_bytes, 4))
+    buf = arena_buffer(ctx, dev, arena_bytes)
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(programs.get(part_of[launch_kernel[la]]), launch_kernel[la])
         la.kernel.set_arg(0, buf)
