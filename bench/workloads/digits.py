@@ -72,7 +72,7 @@ def evaluate(params: dict) -> dict:
 
 WORKLOAD = Workload(
     key="W4", name="digits", title="MLP 64-256-256-10 ReLU, softmax CE, load_digits, batch 64",
-    steps=EPOCHS * STEPS_PER_EPOCH, quick_steps=3 * STEPS_PER_EPOCH, lr=0.1, init=init,
+    steps=EPOCHS * STEPS_PER_EPOCH, quick_steps=EPOCHS * STEPS_PER_EPOCH, lr=0.1, init=init,
     data=data, loss=loss, evaluate=evaluate,
     flops=(matmul_flops(BATCH, 64, 256, grads=1) + matmul_flops(BATCH, 256, 256)
            + matmul_flops(BATCH, 256, 10)),

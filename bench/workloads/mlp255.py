@@ -25,6 +25,6 @@ def loss(F, P, D):
 
 WORKLOAD = Workload(
     key="W1", name="mlp255", title="Linear(255,255)-Sigmoid-Linear, [2,255], sum loss, SGD",
-    steps=1000, quick_steps=300, lr=0.01, init=init,
+    steps=1000, quick_steps=1000, lr=0.01, init=init,
     data=lambda steps: Data(const={"x": full((2, 255), 0.2)}), loss=loss,
     flops=matmul_flops(2, 255, 255, grads=1) + matmul_flops(2, 255, 255))

@@ -28,7 +28,9 @@ class Workload:
         name: command-line name (``"mlp255"``).
         title: one line for the table.
         steps: SGD steps of the full run.
-        quick_steps: SGD steps under ``--quick``.
+        quick_steps: SGD steps under ``--quick``: the full length for the light
+            workloads (W1, W2, W4: well under a second per system), whose fixed
+            costs per run would otherwise weigh on the steady step.
         lr: SGD learning rate (plain SGD, no momentum).
         init: ``seed -> {name: float32 array}``, the initial parameters.
         data: ``steps -> Data``.

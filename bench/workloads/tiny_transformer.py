@@ -25,7 +25,7 @@ def loss(F, P, D_):
 WORKLOAD = Workload(
     key="W2", name="tiny_transformer",
     title="post-LN encoder 6x(d64,h4,ff128), [2,64], sum loss, SGD",
-    steps=500, quick_steps=150, lr=0.01,
+    steps=500, quick_steps=500, lr=0.01,
     init=lambda seed: init_encoder(np.random.default_rng(seed), LAYERS, D, FF),
     data=lambda steps: Data(const={"x": full((SEQ, D), 0.3)}), loss=loss,
     flops=encoder_flops(SEQ, 1, SEQ, D, FF, HEADS, LAYERS),

@@ -38,6 +38,20 @@ def test_step_figures_drop_warmup_and_take_percentiles():
     assert h["step_ms"] == h["median_ms"] == pytest.approx(5.0) and h["p10_ms"] is None
 
 
+def test_a_devices_steady_step_replaces_stamps_that_lag_the_device():
+    """Stamps taken when the host reaches each Receiver, 8 steps after the device ran it
+    until the final drain stamps the last 8 on time: their mean undercounts; the device's
+    ``steady_iteration_ms`` is what the table shows."""
+    true = np.arange(1, 101) * 1e-3                        # 1 ms steps on the device
+    lagged = np.minimum(true + 8e-3, true[-1])             # late by 8, the tail drained
+    f = report.step_figures(list(lagged), None, 100)
+    assert f["step_ms"] < 0.95                             # the bias
+    stats = {"opencl": {"launches": 3, "steady_iteration_ms": 1.02}}
+    assert report.device_steady_ms(stats) == 1.02
+    assert report.device_steady_ms({"numpy": {"kernels": 4}}) is None
+    assert report.device_steady_ms({}) is None
+
+
 def test_max_rel_diff_is_relative_with_an_absolute_floor():
     ref = {"w": np.array([2.0, -4.0], np.float32), "b": np.array([1e-9, 0], np.float32)}
     a = {"w": np.array([2.0, -4.004], np.float32), "b": np.array([2e-9, 0], np.float32)}
@@ -138,5 +152,8 @@ def test_w1_runs_on_every_installed_system(tmp_path):
         assert r["status"] == "ok", (s.name, r["status"])
         assert r["steps"] == 3 and r["step_ms"] > 0 and r["rss_mb"] > 0
         assert r["max_rel_diff"] < report.AGREE_TOL, s.name
+        steady = report.device_steady_ms(r["stats"].get("device_stats", {}))
+        if steady is not None:          # OpenCL: the device's figure, not the stamps'
+            assert r["step_ms"] == steady and r["stamp_ms"] > 0
     text = md.read_text()
     assert "## Machine" in text and "W1 mlp255" in text and "python -m bench" in text
