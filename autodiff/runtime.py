@@ -170,7 +170,7 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     options["prefetch"] = prefetch_option(prefetch)
     if hasattr(backend, "require"):
         backend.require(**options)      # before the traced program is consumed
-    exe, phase = None, "before"
+    exe, phase, prepared = None, "before", None
     try:
         tensors = TRACER.live_outputs()
         graph = TRACER.finish()
@@ -178,11 +178,14 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         report = Report(device)
         report.nodes["traced"] = graph.count()
         t0 = time.perf_counter()
+        if hasattr(backend, "prepare"):     # background work for the program's compile
+            prepared = backend.prepare(graph, **options)    # (OpenCL: the pre-JIT helper)
         opt_graph = optimize(graph, report, verbose=verbose, **options) if optimize_graph \
             else graph
         t1 = time.perf_counter()
         with _COMPILE_LOCK:     # compilers keep global state (TVM's BlockBuilder stack)
-            exe = backend.compile(opt_graph, report=report, **options)
+            exe = backend.compile(opt_graph, report=report, **options,
+                                  **({} if prepared is None else {"prepared": prepared}))
         t2 = time.perf_counter()
         TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
         _run(exe, opt_graph)
@@ -196,6 +199,9 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         if isinstance(e, ExecutionInterrupted):
             raise
         raise _interrupted(exe, phase) from e
+    finally:
+        if prepared is not None:        # compile's, or never used (a pass failed)
+            prepared.stop()
     t3 = time.perf_counter()
     report.times.update(optimize=t1 - t0, compile=t2 - t1, run=t3 - t2, total=t3 - t_start)
     if verbose:

@@ -328,3 +328,60 @@ def test_an_early_helper_warms_up_with_a_build_its_key_makes_new(fresh_cache):
         helper.proc.stdin.close()
         assert helper.proc.wait(timeout=120) == 0
         helper.stop()
+
+
+def test_execute_starts_the_helper_before_the_graph_passes_and_compile_uses_it(monkeypatch):
+    """``execute()`` asks the device to :func:`~autodiff.device.opencl.prepare` the traced
+    program: a large one gets its helper then, before the graph passes; the compile
+    builds the program in two parts with that helper (no second one), the results are
+    those of a compile with no helper, and the helper has ended when ``execute()``
+    returns."""
+    from autodiff.device import opencl
+    _, dev = device.context()
+    if not prejit.enabled(dev):
+        pytest.skip("prejit needs PoCL on a CPU with more than one core")
+    l0, w0, _, _ = _train(6, prejit=False, chain_work=0)
+    monkeypatch.setattr(prejit, "EARLY_TRACED_NODES", 1)
+    started, real_start, real_compile = [], prejit.start, opencl.compile
+    seen = {}
+
+    def start(*a, **k):
+        started.append(real_start(*a, **k))
+        return started[-1]
+
+    def compile_(graph, report=None, prepared=None, **options):
+        seen["prepared"] = prepared
+        return real_compile(graph, report=report, prepared=prepared, **options)
+    monkeypatch.setattr(prejit, "start", start)
+    monkeypatch.setattr(opencl, "compile", compile_)
+    l1, w1, _, st1 = _train(6, chain_work=0)
+    assert len(started) == 1 and seen["prepared"] is started[0]
+    assert st1["program_parts"] == 2 and st1["prejit"] is True
+    assert started[0].proc is None                          # stopped
+    np.testing.assert_array_equal(l1, l0)
+    np.testing.assert_array_equal(w1, w0)
+
+
+def test_a_prepared_helper_ends_when_the_graph_passes_fail(monkeypatch):
+    import autodiff.runtime as rt
+    _, dev = device.context()
+    if not prejit.enabled(dev):
+        pytest.skip("prejit needs PoCL on a CPU with more than one core")
+    monkeypatch.setattr(prejit, "EARLY_TRACED_NODES", 1)
+    started, real_start = [], prejit.start
+
+    def start(*a, **k):
+        started.append(real_start(*a, **k))
+        return started[-1]
+
+    def broken(*a, **k):
+        raise RuntimeError("a graph pass failed")
+    monkeypatch.setattr(prejit, "start", start)
+    monkeypatch.setattr(rt, "optimize", broken)
+    ad.reset()
+    x = ad.Tensor(np.ones((4, 4), np.float32), requires_grad=True)
+    (x * 2.0).sum().backward()
+    with pytest.raises(RuntimeError, match="a graph pass failed"):
+        ad.execute(device="opencl")
+    assert len(started) == 1 and started[0].proc is None
+    ad.reset()
