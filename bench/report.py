@@ -55,8 +55,9 @@ def step_figures(stamps, loop_s, steps: int) -> dict:
 
 def device_steady_ms(device_stats: dict) -> float | None:
     """The device's own steady time per step in ms (``steady_iteration_ms``: the wall time
-    from the synced end of the first iteration to the end of the run, over the remaining
-    steps; OpenCL and CUDA report it), or None.
+    from the synced end of the first iteration to the end of the last, before the
+    parameters are read back, over the remaining steps; OpenCL and CUDA report it), or
+    None.
 
     Why not the Receiver stamps: a device that runs iterations ahead of the host stamps
     each step when the host gets to its Receiver, up to a ring or two of iterations after
@@ -64,9 +65,9 @@ def device_steady_ms(device_stats: dict) -> float | None:
     drain. The mean from a late stamp to an on-time one then undercounts the steps the
     device ran in between: W4 on OpenCL, one thread, 66 steps 0.257 ms by the stamps
     against 0.285 ms for a 1760-step run (1-2% apart from 440 steps on). The device's
-    figure is whole-loop throughput, as ``loop_s / steps`` is for JAX's fori_loop: it
-    counts the end of the run (the last Receivers, the parameters read back) too, which
-    weighs on short runs the other way (W4, 66 steps: 0.315 ms)."""
+    figure is whole-loop throughput, as ``loop_s / steps`` is for JAX's fori_loop (W4,
+    one thread: 0.2875 ms over 440 steps, 0.287 over 1760; its first blocks after the
+    synced first iteration still weigh on a 66-step run: 0.307)."""
     flat = dict(_flatten(device_stats or {}))
     for k, v in flat.items():
         if k.endswith("steady_iteration_ms") and isinstance(v, (int, float)) and v > 0:
