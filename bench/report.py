@@ -64,7 +64,7 @@ def device_steady_ms(device_stats: dict) -> float | None:
     the device finished it, while the last steps are stamped on time by the run's final
     drain. The mean from a late stamp to an on-time one then undercounts the steps the
     device ran in between: W4 on OpenCL, one thread, 66 steps 0.257 ms by the stamps
-    against 0.285 ms for a 1760-step run (1-2% apart from 440 steps on). The device's
+    against 0.287 ms for a 1760-step run (1-2% apart from 440 steps on). The device's
     figure is whole-loop throughput, as ``loop_s / steps`` is for JAX's fori_loop (W4,
     one thread: 0.2875 ms over 440 steps, 0.287 over 1760; its first blocks after the
     synced first iteration still weigh on a 66-step run: 0.307)."""

@@ -448,8 +448,8 @@ def prepare(graph, opencl_device: str | None = None, **options) -> "prejit.Helpe
     """Start what :func:`compile` of ``graph`` (the traced program, before the graph
     passes) can use: on a PoCL CPU device with several cores, a large program's pre-JIT
     helper process (:func:`.prejit.early`; its start, ~0.8 s with PoCL's compiler warmed
-    up, then overlaps the graph passes too: the main job's compile 2.92-2.94 ->
-    2.77-2.82 s on a cold cache). Returns the helper (``execute()`` passes it to
+    up, then overlaps the graph passes too: the main job's compile 2.90-2.94 ->
+    2.78-2.80 s on a cold cache). Returns the helper (``execute()`` passes it to
     :func:`compile` as ``prepared`` and stops it afterwards) or None; raises nothing (a
     missing platform is :func:`compile`'s error to report)."""
     try:
