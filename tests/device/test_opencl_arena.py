@@ -50,7 +50,9 @@ def test_huge_page_array_is_aligned_whole_pages_advised_for_huge_pages():
     assert a.ctypes.data % runtime.HUGE_PAGE == 0
     assert not a.any()
     vma = _vma(a.ctypes.data)
-    assert vma.get("THPeligible") == "1", vma
+    if "THPeligible" not in vma:
+        pytest.skip("this kernel's /proc/self/smaps has no THPeligible field")
+    assert vma["THPeligible"] == "1", vma
 
 
 def test_a_large_arena_on_a_cpu_device_is_host_memory_the_kernels_write_in_place():

@@ -385,3 +385,27 @@ def test_a_prepared_helper_ends_when_the_graph_passes_fail(monkeypatch):
         ad.execute(device="opencl")
     assert len(started) == 1 and started[0].proc is None
     ad.reset()
+
+
+def test_a_source_file_written_by_several_processes_at_once_is_read_whole(tmp_path,
+                                                                         monkeypatch):
+    """Ranks of a data-parallel job render the same program at once: whoever finds the
+    file there reads it whole (it appears by a rename), never a half-written one."""
+    import threading
+    from autodiff.device.opencl import runtime
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for trial in range(3):
+        src = f"// trial {trial}\n" + "__kernel void k(__global float* b) { b[0] = 1.0f; }\n" * 40000
+        seen = []
+
+        def render():
+            path = runtime.write_source(src)
+            with open(path) as f:
+                seen.append(f.read() == src)
+        threads = [threading.Thread(target=render) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == [True] * 8, trial
+    assert not list((tmp_path / "autodiff" / "opencl").glob("*.tmp"))

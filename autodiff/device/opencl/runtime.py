@@ -40,6 +40,7 @@ import collections
 import hashlib
 import math
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -180,11 +181,19 @@ def source_dir() -> str:
 
 def write_source(src: str) -> str:
     """Write ``src`` to :func:`source_dir` (named by its hash; kept if there) and return the
-    path: build errors and the :mod:`.prejit` helper read it there."""
+    path: build errors and the :mod:`.prejit` helper read it there. The file appears whole
+    or not at all (written under a temporary name, then renamed): processes rendering the
+    same program at once (the ranks of a data-parallel job) never read one half-written."""
     path = os.path.join(source_dir(), hashlib.sha1(src.encode()).hexdigest()[:16] + ".cl")
     if not os.path.exists(path):
-        with open(path, "w") as f:
-            f.write(src)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(src)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     return path
 
 
