@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -179,9 +180,11 @@ def compile(src: str, arch: str, options: tuple[str, ...] = ()) -> Binary:
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     seconds = time.perf_counter() - t
-    _write(image_path + ".tmp", image)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(image_path), suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:      # a name of its own: processes compiling the same
+        f.write(image)                  # program at once each rename a whole image
     _write(log_path, log.encode())
-    os.replace(image_path + ".tmp", image_path)
+    os.replace(tmp, image_path)
     return Binary(image, kind, arch, log, path, seconds, False)
 
 
