@@ -68,9 +68,18 @@ def device_steady_ms(device_stats: dict) -> float | None:
     figure is whole-loop throughput, as ``loop_s / steps`` is for JAX's fori_loop (W4,
     one thread: 0.2875 ms over 440 steps, 0.287 over 1760; its first blocks after the
     synced first iteration still weigh on a 66-step run: 0.307)."""
-    flat = dict(_flatten(device_stats or {}))
-    for k, v in flat.items():
-        if k.endswith("steady_iteration_ms") and isinstance(v, (int, float)) and v > 0:
+    return _device_figure(device_stats, "steady_iteration_ms")
+
+
+def device_steady_cpu_ms(device_stats: dict) -> float | None:
+    """The process CPU time (all threads) per step in ms over the same span as
+    :func:`device_steady_ms` (``steady_cpu_ms``), or None."""
+    return _device_figure(device_stats, "steady_cpu_ms")
+
+
+def _device_figure(device_stats: dict, name: str) -> float | None:
+    for k, v in _flatten(device_stats or {}):
+        if k.endswith(name) and isinstance(v, (int, float)) and v > 0:
             return float(v)
     return None
 

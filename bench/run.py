@@ -84,10 +84,12 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
             metrics = w.evaluate(outcome.params) if w.evaluate else {}
         result["steps"] = len(outcome.stamps) if outcome.stamps else steps
         figs = report.step_figures(outcome.stamps, outcome.loop_s, result["steps"])
-        steady = report.device_steady_ms(outcome.stats.get("device_stats", {}))
+        figs["cpu_ms"] = report.cpu_per_step(outcome.cpu, outcome.cpu_loop_s, result["steps"])
+        dev = outcome.stats.get("device_stats", {})
+        steady = report.device_steady_ms(dev)
         if steady is not None:      # iterations run ahead of their stamps: the device's
             figs.update(stamp_ms=figs["step_ms"], step_ms=steady, mean_ms=steady)
-        figs["cpu_ms"] = report.cpu_per_step(outcome.cpu, outcome.cpu_loop_s, result["steps"])
+            figs["cpu_ms"] = report.device_steady_cpu_ms(dev) or figs["cpu_ms"]
         result.update(figs, status="ok", first_step_s=outcome.first_step_s,
                       total_s=outcome.total_s, metrics=metrics, notes=outcome.notes,
                       stats=outcome.stats, val_loss=outcome.stats.get("val_loss"))

@@ -46,8 +46,9 @@ def test_a_devices_steady_step_replaces_stamps_that_lag_the_device():
     lagged = np.minimum(true + 8e-3, true[-1])             # late by 8, the tail drained
     f = report.step_figures(list(lagged), None, 100)
     assert f["step_ms"] < 0.95                             # the bias
-    stats = {"opencl": {"launches": 3, "steady_iteration_ms": 1.02}}
+    stats = {"opencl": {"launches": 3, "steady_iteration_ms": 1.02, "steady_cpu_ms": 1.9}}
     assert report.device_steady_ms(stats) == 1.02
+    assert report.device_steady_cpu_ms(stats) == 1.9
     assert report.device_steady_ms({"numpy": {"kernels": 4}}) is None
     assert report.device_steady_ms({}) is None
 
@@ -155,5 +156,6 @@ def test_w1_runs_on_every_installed_system(tmp_path):
         steady = report.device_steady_ms(r["stats"].get("device_stats", {}))
         if steady is not None:          # OpenCL: the device's figure, not the stamps'
             assert r["step_ms"] == steady and r["stamp_ms"] > 0
+            assert r["cpu_ms"] == report.device_steady_cpu_ms(r["stats"]["device_stats"])
     text = md.read_text()
     assert "## Machine" in text and "W1 mlp255" in text and "python -m bench" in text

@@ -313,12 +313,13 @@ class Executable:
         self._replay: collections.deque | None = None
         self._first = None
         self._t0 = t0
-        t_loops = None
+        t_loops = cpu_loops = None
         try:
             self._exec(self.steps)
             self._drain()
             self._finish()
             t_loops = time.perf_counter()   # the last iteration done, before the read-back
+            cpu_loops = time.process_time()
         finally:
             self._finish()
             self._record = None
@@ -338,9 +339,10 @@ class Executable:
         self.stats["run_s"] = time.perf_counter() - t0
         if self._first is not None:
             self.stats["first_iteration_s"] = self._first
-            t1, rest = self._iter0
+            t1, rest, c1 = self._iter0
             if rest > 0:                    # the loops' throughput: no read-back in it
                 self.stats["steady_iteration_ms"] = (t_loops - t1) / rest * 1e3
+                self.stats["steady_cpu_ms"] = (cpu_loops - c1) / rest * 1e3   # all threads
         if flag[0]:
             raise IndexError("gather/scatter_add: an index was out of range [0, rows)")
 
@@ -401,7 +403,7 @@ class Executable:
                 if self._first is None:     # one sync: first iteration done
                     self._wait(marks.pop())
                     self._first = time.perf_counter() - self._t0
-                    self._iter0 = (time.perf_counter(), stop - start - 1)
+                    self._iter0 = (time.perf_counter(), stop - start - 1, time.process_time())
                 if guard and k == stop - 1:
                     self._drain()
             except (FeederError, ReceiverError, CallbackError) as e:

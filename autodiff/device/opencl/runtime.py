@@ -567,12 +567,13 @@ class Executable:
         self._t0 = t0
         if self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
             self._prof = []
-        t_loops = None
+        t_loops = cpu_loops = None
         try:
             self._exec(self.steps)
             self._drain()
             q.finish()
             t_loops = time.perf_counter()   # the last iteration done, before the read-back
+            cpu_loops = time.process_time()
         finally:
             with deferred_interrupts():     # the variables are read back whole
                 q.finish()
@@ -595,9 +596,10 @@ class Executable:
         self.stats["run_s"] = time.perf_counter() - t0
         if self._first is not None:
             self.stats["first_iteration_s"] = self._first
-            t1, rest = self._iter0
+            t1, rest, c1 = self._iter0
             if rest > 0:                    # the loops' throughput: no read-back in it
                 self.stats["steady_iteration_ms"] = (t_loops - t1) / rest * 1e3
+                self.stats["steady_cpu_ms"] = (cpu_loops - c1) / rest * 1e3   # all threads
         if self._prof is not None:
             self.stats["kernel_us"] = _profile(self._prof)
             self._prof = None
@@ -718,7 +720,7 @@ class Executable:
                 if self._first is None and not replay:  # one sync: first iteration (JIT)
                     marks[-1][0].wait()
                     self._first = time.perf_counter() - self._t0
-                    self._iter0 = (time.perf_counter(), stop - start - 1)
+                    self._iter0 = (time.perf_counter(), stop - start - 1, time.process_time())
             if not replay:
                 self._drain()               # the loop's callbacks have all run
             if top:
