@@ -306,7 +306,7 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
         src = names[local, k // most]
         kernel[la] = src.name
         args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 5 - len(a)) + \
-            (1, -1, -1, 0) if most > 1 else a
+            chain.ONCE if most > 1 else a
     return out, args, kernel
 
 

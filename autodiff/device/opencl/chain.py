@@ -193,6 +193,11 @@ def block_function(body: Source, d=OPENCL) -> str:
 DISPATCH_MAX = 24
 
 
+#: the last four int arguments of a :func:`dispatch` launch as compiled (``reps``,
+#: ``ctr``, ``wrd``, ``wstep``): the entry runs once and advances nothing
+ONCE = (1, -1, -1, 0)
+
+
 def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
     """One kernel running any of ``entries`` (bodies rendered with :data:`~.dialect.BODY`,
     or chains rendered ``as_body``) over their NDRange: ``switch`` on its first int

@@ -53,6 +53,7 @@ from ...graph import dtypes
 from ..host import (Progress, check_feed, deferred_interrupts, op_name, prefetch_option)
 from ..cstyle import codegen, philox
 from . import callback, control
+from .chain import ONCE, is_cpu
 
 #: steps that run themselves (``run(exe)``)
 HOST_STEPS = control.STEPS + callback.STEPS
@@ -161,10 +162,14 @@ def arena_buffer(ctx, device, nbytes: int):
     4 KiB pages every page of it is a data-TLB miss; on 2 MiB pages (same hour,
     alternating): the main job's step on two threads 21.3-22.8 -> 20.5-21.3 ms, on one
     thread 28.9-29.5 -> 28.2-28.8 ms; W3 on two threads 19.4-20.0 -> 19.1-19.7 ms.
-    Elsewhere (a GPU, a small arena, no huge pages): a plain device buffer."""
+    Elsewhere (a GPU, a small arena, no huge pages): a plain device buffer.
+
+    Raises:
+        pyopencl.MemoryError: the device (or the host, for the mapping) cannot allocate
+            ``nbytes`` bytes (:func:`check_arena` has checked the device's limits first).
+    """
     import pyopencl as cl
     mf = cl.mem_flags
-    from .chain import is_cpu
     host = huge_page_array(nbytes) if is_cpu(device) and nbytes >= HUGE_ARENA else None
     if host is None:
         return cl.Buffer(ctx, mf.READ_WRITE, max(nbytes, 4))
@@ -1063,11 +1068,12 @@ class Executable:
 
 
 def _as_compiled(la: Launch) -> None:
-    """Leave the kernel object of block launch ``la`` as compiled: one iteration per
-    launch, no counter or Philox word advanced."""
-    _set_reps(la, 1)
-    _set_ctr(la, -1)
-    _set_wrd(la, -1, 0)
+    """Leave the kernel object of block launch ``la`` as compiled (:data:`.chain.ONCE`):
+    one iteration per launch, no counter or Philox word advanced."""
+    reps, ctr, wrd, wstep = ONCE
+    _set_reps(la, reps)
+    _set_ctr(la, ctr)
+    _set_wrd(la, wrd, wstep)
 
 
 def _word_step(depth: int) -> tuple[int, int]:
