@@ -195,8 +195,8 @@ def _light_program(steps: int = 3):
 def test_a_light_loop_body_is_one_chain_on_two_cores(opencl_executables, monkeypatch):
     """On two cores (chain limit CHAIN_WORK) a loop body of little work in all chains all
     its kernels, the one above CHAIN_WORK too: launches would cost more than the second
-    core saves. An explicit ``chain_work``, or a LIGHT_BODY below the body's work, keeps
-    the large kernel its own launch; results agree."""
+    core saves. An explicit ``chain_work``, or a LIGHT_BODY below the body's work with
+    team chains off, keeps the large kernel its own launch; results agree."""
     monkeypatch.setattr(chain, "default_work", lambda dev: chain.CHAIN_WORK)
     w, got = _light_program()
     ad.execute(device="opencl")
@@ -213,6 +213,19 @@ def test_a_light_loop_body_is_one_chain_on_two_cores(opencl_executables, monkeyp
     ad.reset()
     monkeypatch.setattr(chain, "LIGHT_BODY", 1000)
     _light_program()
-    ad.execute(device="opencl")
+    ad.execute(device="opencl", team=False)
     body3 = next(s for s in opencl_executables[-1].steps if type(s) is Loop).body
     assert [type(s) for s in body3].count(Launch) > 1
+    # with team chains (the default where PoCL has two threads or more) the heavy body
+    # is one launch again, of one work-group per thread
+    from autodiff.device.opencl import context
+    workers = chain.team_size(context()[1])
+    if workers:                 # else: no team chains here (one PoCL thread)
+        ad.reset()
+        _, got4 = _light_program()
+        ad.execute(device="opencl", team=True)
+        body4 = next(s for s in opencl_executables[-1].steps if type(s) is Loop).body
+        launches = [s for s in body4 if type(s) is Launch]
+        assert len(launches) == 1 and launches[0].team == workers
+        assert tuple(launches[0].global_size) == (workers,)
+        np.testing.assert_allclose(got4, got, rtol=1e-6)

@@ -16,8 +16,10 @@ Arena layout: :mod:`autodiff.device.cstyle.arena`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
+import zlib
 
 import numpy as np
 
@@ -30,7 +32,7 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored, prefetch_option
-from . import callback, chain, control, prejit, render, rings, split
+from . import callback, chain, control, prejit, render, rings, split, tiers
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -84,6 +86,7 @@ class _Kernels:
         self.count = 0
         self.base = base                # float offset of the constants region
         self.constants: list = []       # lifted literals, by slot
+        self.done: dict = {}            # id(kernel statement) -> what _rendered gave
 
     def lift(self, src: Source) -> Source:
         """``src`` with each float literal of its body replaced by ``buf[p<n>_]``, a new
@@ -138,10 +141,10 @@ class _Kernels:
         return out
 
 
-def _launch(steps, launches, src, small: bool, counters) -> None:
+def _launch(steps, launches, src, small: bool, counters, team: int = 0) -> None:
     """Append kernel body ``src`` to the chain of the latest launch of ``steps`` (host
     bookkeeping of rings in between does not end a chain) when both are small, else as a
-    new launch."""
+    new launch (a chain of it would be a team chain of ``team`` work-groups: 0, none)."""
     j = len(steps) - 1
     while j >= 0 and type(steps[j]) in (RingReceive, RingFeed):
         j -= 1
@@ -151,14 +154,14 @@ def _launch(steps, launches, src, small: bool, counters) -> None:
         prev.counters = prev.counters or counters
     else:
         la = Launch(src.name, src.global_size, src.local_size)
-        la.counters = counters
+        la.counters, la.team = counters, team
         launches[la] = (small, [src])
         steps.append(la)
 
 
 def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx,
            top: bool = True, guard: str | None = None, ring: bool = False,
-           prefetch: int = 0, light: bool = False):
+           prefetch: int = 0, light: bool = False, team: int = 0, teamed: bool = False):
     """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
     sources in ``launches[launch]`` (one, or several consecutive small ones: a chain).
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
@@ -168,21 +171,26 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
     (:mod:`.rings`; a loop body for which :func:`.rings.eligible` holds, on a device that
     chains; Feeders with ``prefetch`` of at least ``2 RING - 1``). ``light``: a loop body
     of at most :data:`.chain.LIGHT_BODY` work with no control flow in it chains all its
-    kernels (on a device that chains)."""
+    kernels (on a device that chains). ``team``: the work-groups of a team chain on this
+    device (:func:`.chain.team_size`; 0: none): a heavier loop body chains all its kernels
+    too, each chain a team chain (``teamed`` below it)."""
     nodes, sites, checked = ctx
     steps = []
     sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches,  # noqa: E731
                                      kw.pop("chain_work", chain_work), target, ctx,
                                      **{"top": False, "guard": guard, "ring": False,
-                                        "prefetch": prefetch, "light": light, **kw})
+                                        "prefetch": prefetch, "light": light, "team": team,
+                                        "teamed": teamed, **kw})
     for s in stmts:
         if isinstance(s, For):
             site = next(sites, "?")
             feeders = prefetch >= 2 * RING - 1
             work = chain.body_work(s.body)
             whole = light and chain_work > 0 and work is not None and work <= chain.LIGHT_BODY
+            teams = team > 0 and light and chain_work > 0 and not whole
             body = sub(s.body, ring=chain_work > 0 and rings.eligible(s.body, feeders),
-                       chain_work=chain.ONE_CORE_WORK if whole else chain_work)
+                       chain_work=chain.ONE_CORE_WORK if whole or teams else chain_work,
+                       teamed=teams)
             # ring Feeders write their slots first: the copy into the Feeder's buffer is in
             # the chain at the Feeder's place
             body = [x for x in body if type(x) is RingFeed] + \
@@ -204,7 +212,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
                                            s.max_iterations,
                                            recovers=top and _callbacks(s.cond + s.body)))
         elif isinstance(s, FeederWrite) and ring and \
-                (fed := rings.feeder(s, off, kernels)) is not None:
+                (fed := _once(kernels, s, lambda: rings.feeder(s, off, kernels))) is not None:
             _launch(steps, launches, fed[0], True, False)   # the copy joins the chain
             steps.append(fed[1])
         elif isinstance(s, FeederWrite):
@@ -212,7 +220,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead) and ring and \
                 (values := rings.parts(s, off)) is not None:
-            src, step = rings.receiver(s, values, kernels)
+            src, step = _once(kernels, s, lambda: rings.receiver(s, values, kernels))
             _launch(steps, launches, src, True, False)      # the copy joins the chain
             steps.append(step)
         elif isinstance(s, ReceiverRead):
@@ -221,37 +229,65 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
         elif isinstance(s, (CallbackRead, CallbackWrite)):     # a host boundary: callback.py
             steps.append(callback.steps_for(s, off, steps, storage))
         elif isinstance(s, Kernel):
-            s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
-            if s is None:
-                continue
-            small = chain.work(s) <= chain_work
-            s, counters = control.with_counters(s)
-            check = (1, None)
-            if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
-                node = nodes[s.out.node]
-                checked.append(node)
-                check = (len(checked), ignored(node))
-            for src in kernels.render(s, off, target, check):
-                if guard is not None:
-                    if src.whole:
-                        raise NotImplementedError("opencl: a work-group kernel in a branch "
-                                                  "decided on the device")
-                    src.guard = guard
-                _launch(steps, launches, src, small and not src.whole, counters)
+            work, counters, srcs = _once(kernels, s, lambda: _rendered(  # as rendered once
+                s, off, kernels, target, nodes, checked, guard))
+            for src in srcs:
+                _launch(steps, launches, src, work <= chain_work and not src.whole, counters,
+                        team if teamed else 0)
         else:
             raise NotImplementedError(f"opencl: no step for {type(s).__name__}")
     return steps
 
 
-def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dict, dict]:
+def _once(kernels: _Kernels, s, make):
+    """``make()`` for statement ``s`` the first time, what it gave then afterwards: a
+    second pass over the program (:mod:`.tiers`) shares the first one's ring and its
+    copy body (each ring is reserved once in the arena)."""
+    if id(s) not in kernels.done:
+        kernels.done[id(s)] = make()
+    return kernels.done[id(s)]
+
+
+def _rendered(s, off, kernels: _Kernels, target, nodes, checked, guard) -> tuple:
+    """``(work, counters, sources)`` of kernel statement ``s`` (:func:`.chain.work`, whether
+    it reads loop counters, its body sources with their word ranges and ``guard`` set);
+    no sources for a statement over an empty space."""
+    s = empty.rewrite(s)            # zero-size spaces: no kernel, or an epilogue
+    if s is None:
+        return 0, False, []
+    work = chain.work(s)
+    s, counters = control.with_counters(s)
+    check = (1, None)
+    if isinstance(s, (Gather, ScatterAdd)):     # its id in the index-error record
+        node = nodes[s.out.node]
+        checked.append(node)
+        check = (len(checked), ignored(node))
+    srcs = kernels.render(s, off, target, check)
+    touch = chain.touches(s.reads(), s.writes(), off, scratch=len(srcs) > 1,
+                          flag=(codegen.FLAG, codegen.FLAG + codegen.FLAG_WORDS)
+                          if isinstance(s, (Gather, ScatterAdd)) else None)
+    for i, src in enumerate(srcs):
+        src.touch, src.after = touch, i > 0
+        if guard is not None:
+            if src.whole:
+                raise NotImplementedError("opencl: a work-group kernel in a branch "
+                                          "decided on the device")
+            src.guard = guard
+    return work, counters, srcs
+
+
+def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
+              sync: int = -1) -> tuple[list, dict, dict]:
     """Give every launch its kernel. The entries -- a lone body (one entry per distinct
     body and guard) or a chain (rendered as a body) -- launched with the same local size
     share :func:`.chain.dispatch` kernels of at most ``most`` entries each (``most=1``:
     every entry its own NDRange wrapper or chain kernel, as on a GPU); a complete
     work-group kernel stays itself. Returns the kernel sources and, per launch, its int
     arguments and its kernel's name (``Launch.name`` stays the entry's: profiles and
-    flops are per entry)."""
+    flops are per entry). A chain of a launch with ``team`` set is a :func:`.chain.team`
+    chain synchronising through arena word ``sync`` on."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
+    blocks: set = set()         # bodies whose block function the program holds
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
     where: dict = {}            # launch -> (local size, position, its args)
     for la, (_, members) in launches.items():
@@ -268,21 +304,35 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
             else:
                 key = f"c{sum(map(len, entries.values()))}_x{len(members)}"
                 src, a = chain.chain(key, members, as_body=most > 1, loops=most > 1), ()
-                if most > 1:
+                if la.team and most > 1:
+                    src = chain.team(key, members, la.team, sync)
+                    if "team_sync" not in blocks:
+                        blocks.add("team_sync")
+                        out.append(Source("team_sync", chain.TEAM_SYNC, (1,), (1,)))
+                    for b in members:           # each body's block function once
+                        if b.name not in blocks:
+                            blocks.add(b.name)
+                            out.append(Source(f"{b.name}_block", chain.block_function(b),
+                                              (1,), (1,)))
+                    out.append(src)
+                elif most > 1:
                     for b in members:           # each body's loop function once
                         if b.name not in looped:
                             looped[b.name] = b
                             out.append(Source(f"{b.name}_loop", chain.loop_function(b),
                                               (1,), (1,)))
                     out.append(src)             # the body, before its dispatch kernel
-            group = entries.setdefault(tuple(src.local_size), {})
+            # a team chain is a dispatch kernel of its own (PoCL compiles a kernel with all
+            # it calls: two team chains in one kernel would be compiled as one)
+            at = (tuple(src.local_size), key) if la.team and len(members) > 1 \
+                else tuple(src.local_size)
+            group = entries.setdefault(at, {})
             if key not in group:
                 group[key] = (len(group), src, len(members) > 1)
-            where[la] = (tuple(src.local_size), group[key][0], a)
+            where[la] = (at, group[key][0], a)
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
     names: dict = {}            # (local size, position // most) -> kernel
-    blocks: set = set()         # entries whose block function the program holds
     for local, group in entries.items():
         items = sorted(group.values(), key=lambda x: x[0])
         for j in range(0, len(items), most):
@@ -308,6 +358,37 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX) -> tuple[list, dic
         args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 5 - len(a)) + \
             chain.ONCE if most > 1 else a
     return out, args, kernel
+
+
+def _tier(upgrades: list, team_by: dict, kernels: _Kernels, counters: bool, sync: int,
+          device):
+    """The second tier (:class:`.tiers.Tier`) of ``upgrades``: their team launches'
+    kernels (:func:`_wrappers` of those launches of ``team_by``) in a program of their own,
+    written to its source file (team chains synchronising at arena word ``sync``); None
+    when there is nothing to upgrade."""
+    if not upgrades:
+        return None
+    mine = {la: team_by[la] for u in upgrades for la in u.launches}
+    sources, args, kernel = _wrappers(mine, chain.DISPATCH_MAX, sync)
+    bodies = [b for b in kernels.bodies if not b.whole]
+    calls = split.callees(bodies + sources)
+    keep = set().union(*(split.closure(k, calls) for k in set(kernel.values())))
+    text = render.program([x for x in bodies + sources if x.name in keep]) + \
+        ("\n" + control.SOURCE if counters else "")
+    for u in upgrades:
+        u.kernel = {la: kernel[la] for la in u.launches}
+        u.args = {la: args[la] for la in u.launches}
+    seen, first = set(), []
+    for u in upgrades:
+        for la in u.launches:
+            if kernel[la] not in seen:
+                seen.add(kernel[la])
+                first.append((kernel[la], tuple(la.global_size), tuple(la.local_size)))
+    path = write_source(text)
+    # the marker lives in PoCL's cache: emptying the cache removes it too
+    key = zlib.crc32(f"{os.path.basename(path)}|{prejit.label(device)}".encode())
+    marker = os.path.join(prejit.pocl_cache_dir(), f"autodiff-tier-{key:08x}.jit")
+    return tiers.Tier(path, upgrades, first, marker, source=text)
 
 
 def _parts(sources: list, kernels: set, n: int, counters: bool) -> tuple[list[str], dict]:
@@ -497,7 +578,14 @@ def compile(graph, report=None, opencl_device: str | None = None,
             ``execute()``'s order contract (:mod:`autodiff.device.host`; from ``2 RING -
             1`` on, a light loop's Feeders go through rings too); an explicit
             ``chain_work`` also turns off the chaining of whole light loop bodies
-            (:data:`.chain.LIGHT_BODY`); others are ignored here.
+            (:data:`.chain.LIGHT_BODY`) and the team chains of heavier ones;
+            ``team`` runs a heavier loop body's kernels as :func:`.chain.team` chains (one
+            work-group per PoCL worker thread, on a PoCL CPU device with two or more):
+            ``True`` from the first iteration, ``False`` never (one launch per kernel), the
+            default as a second tier (:mod:`.tiers`: compiled in the background, swapped
+            in between iterations; the first iteration as early as without). Their workers
+            spin at barriers: a machine shared with other busy processes may want
+            ``team=False``. Others are ignored here.
 
     Returns:
         An :class:`~.runtime.Executable`.
@@ -539,13 +627,28 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
                                               vector=options.get("vector"),
                                               tile=options.get("tile"))
     nodes = {n.id: n for g in (graph, prog.graph or graph) for n in g.walk()}
-    sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
+    sites = [n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)]
     checked: list = []
-    steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
-                   (nodes, sites, checked), prefetch=prefetch_option(options.get("prefetch")),
-                   light="chain_work" not in options)
+    # team chains: from the start (team=True), as a second tier compiled in the background
+    # (the default, where a pre-JIT helper can run: tiers.py), or none (team=False)
+    workers = chain.team_size(dev) if options.get("team") is not False else 0
+    tiered = workers > 0 and options.get("team") is None and "chain_work" not in options \
+        and options.get("prejit", True) and prejit.enabled(dev)
+
+    def steps_for(launches: dict, team: int) -> list:
+        return _steps(prog.body, off, kernels_, launches, chain_work, tgt,
+                      (nodes, iter(sites), checked),
+                      prefetch=prefetch_option(options.get("prefetch")),
+                      light="chain_work" not in options, team=team)
+    steps = steps_for(by_launch, 0 if tiered else workers)
+    team_by: dict = {}
+    team_steps = steps_for(team_by, workers) if tiered else None
+    sync = -1
+    if any(la.team and len(m) > 1 for la, (_, m) in [*by_launch.items(), *team_by.items()]):
+        sync = kernels_.reserve(chain.SYNC_WORDS + 15)
+        sync += -sync % 16                  # 64-byte lines
     sources, launch_args, launch_kernel = _wrappers(
-        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1)
+        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1, sync)
     launches = list(by_launch)
     bodies = kernels_.bodies
     counters = any(getattr(la, "counters", False) for la in launches)
@@ -570,6 +673,10 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     paths = [write_source(x) for x in texts]
     switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
     _mark_blocks(steps, launch_args, {la for la in launches if launch_kernel[la] in switch})
+    tier = _tier(tiers.plan(steps, team_steps), team_by, kernels_, counters, sync, dev) \
+        if team_steps else None
+    if tier is not None:
+        texts.append(tier.source)
     # each part's kernels together, in first-launch order: this process compiles the first
     # part's from the front, the helper the last part's from the back
     first = sorted([(part_of[n], n, g, loc)
@@ -600,6 +707,8 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
                      codegen.FLAG * 4, stages, stats, snap, kern[philox.SET_KERNEL],
                      checked, options.get("prefetch"))
     exe.counter_kernel = kern.get(control.SET_KERNEL)
+    exe.tier = tier
+    stats["team_launches"] = sum(len(u.launches) for u in tier.upgrades) if tier else 0
     exe.constants = (arena_bytes - constants.nbytes, constants)
     if report is not None:
         report.stats["opencl"] = stats

@@ -20,10 +20,18 @@ second core saves. Chains never cross a Feeder write or Receiver read (those are
 commands between launches; one through a ring, :mod:`.rings`, is a copy body in the chain
 instead) nor a loop boundary. The same idea is a CUDA graph or a persistent "megakernel"; here the wrapper is
 sequential C, so the order of the bodies is the program order and no barrier is needed.
+
+A *team chain* (:func:`team`) keeps both: where a loop body is too heavy to chain onto one
+core, its kernels all join chains still, each launched as one work-group per PoCL worker
+thread (:func:`team_size`); the workers share every body's work-groups and meet at a
+barrier in the arena between dependent bodies (:func:`independent`). W3 on two threads:
+336 launches -> 2, 21.4-21.8 -> 17.5-18.3 ms per step. PoCL compiles the few large team
+kernels one by one, so they come as a second tier (:mod:`.tiers`).
 """
 from __future__ import annotations
 
 import math
+import sys
 
 from ...procedural.ir import (Copy, DotProduct, Elementwise, For, FusedKernel, Gather, If,
                               Kernel, Reduce, ScatterAdd, While)
@@ -147,6 +155,131 @@ def chain(name: str, bodies: list[Source], d=OPENCL, as_body: bool = False,
         L.append("  " + _guarded(b) + " ".join(loops_ + [f"{body_name(b.name)}({args});"]))
     L.append("}")
     return Source(name, "\n".join(L), (1,), (1,), sum(b.flops for b in bodies))
+
+
+#: the arena words a team chain synchronises through (offsets from its ``sync`` word):
+#: arrivals at the barrier, the barrier's generation, the next ticket -- each on its own
+#: 64-byte line, so that spinning on one does not slow the atomic increments of another
+ARRIVED, GENERATION, TICKET = 0, 16, 32
+SYNC_WORDS = 48
+
+#: ``team_sync(s, P)``: a barrier of the ``P`` work-groups of a team chain (a counter with a
+#: generation: the last to arrive resets the count and starts the next generation; the
+#: others spin until it does). The atomics are full fences, so every store before the
+#: barrier is seen by every load after it.
+TEAM_SYNC = """static void team_sync(__global int* s, const int P) {
+  const int gen = atomic_add(s + %d, 0);
+  if (atomic_inc(s + %d) == P - 1) { atomic_xchg(s + %d, 0); atomic_inc(s + %d); }
+  else while (atomic_add(s + %d, 0) == gen) ;
+}""" % (GENERATION, ARRIVED, ARRIVED, GENERATION, GENERATION)
+
+
+def team_size(device) -> int:
+    """Work-groups of a team chain on ``device``: its PoCL worker threads (the device's
+    compute units, at most the cores this process may use) when there are two or more;
+    0 (no team chains) on any other device. A team chain's work-groups wait for each other,
+    so each must run on its own thread at once: PoCL's ``pthread`` driver hands a kernel's
+    ``n`` groups out in chunks of ``ceil(remaining / threads)`` (``get_wg_index_range`` in
+    its ``pthread_scheduler.c``, 3.1), one group per thread when there are no more groups
+    than threads; other CPU drivers (PoCL's single-threaded ``basic``, other vendors) make no
+    such promise.
+
+    A waiting worker spins (OpenCL C has no way to yield its core), so a team needs its
+    cores to itself: in a data-parallel run (:mod:`autodiff.distributed` initialised with
+    several processes) each process counts only its share of this machine's cores (all
+    processes assumed on this machine), and a share under two means no team chains."""
+    if not is_cpu(device) or "portable computing language" not in device.platform.name.lower() \
+            or not device.name.lower().startswith("pthread"):
+        return 0
+    from .prejit import usable_cores
+    n = min(device.max_compute_units, usable_cores() // _processes())
+    return n if n > 1 else 0
+
+
+def _processes() -> int:
+    """Processes of this program's data-parallel run (1 outside one)."""
+    state = sys.modules.get("autodiff.distributed.state")
+    return state.get_world_size() if state is not None and state.is_initialized() else 1
+
+
+#: the scratch regions every packing matmul shares, as one word range of a body's
+#: :attr:`touch` (no arena word is negative)
+SCRATCH = (-2, -1)
+
+
+def touches(reads, writes, off: dict, scratch: bool = False, flag: int | None = None):
+    """``(touched, written)`` arena word ranges ``[lo, hi)`` of a kernel statement reading
+    buffers ``reads`` and writing ``writes`` (``off``: word offset by buffer name), for
+    :func:`independent` (None when one of them has no offset); ``scratch``: its bodies pack operands into the shared scratch
+    (:data:`SCRATCH`); ``flag``: the word range of the index-error record it may set."""
+    if any(b.name not in off for b in (*reads, *writes)):
+        return None                     # a buffer outside the arena's plan: no ranges
+    span = lambda b: (off[b.name], off[b.name] + -(-b.nbytes // 4))  # noqa: E731
+    written = [span(b) for b in writes] + ([SCRATCH] if scratch else []) + \
+        ([flag] if flag is not None else [])
+    return [span(b) for b in reads] + written, written
+
+
+def independent(group: list[Source], body: Source) -> bool:
+    """Whether ``body`` may run at the same time as the bodies of ``group`` (the bodies
+    since a team chain's last barrier): every one has its word ranges (``touch``, set by
+    the device's compile: :func:`touches`), none is guarded or a later part of the same
+    statement as the one before it (``after``: a matmul after its packs), and neither
+    side writes a word the other touches."""
+    def clear(b):
+        return getattr(b, "touch", None) is not None and getattr(b, "guard", None) is None
+    if not clear(body) or getattr(body, "after", False) or not all(map(clear, group)):
+        return False
+    overlap = lambda xs, ys: any(a < d and c < b for a, b in xs for c, d in ys)  # noqa: E731
+    t, w = body.touch
+    return not any(overlap(w, g.touch[0]) or overlap(g.touch[1], t) for g in group)
+
+
+def team(name: str, bodies: list[Source], workers: int, sync: int, d=OPENCL) -> Source:
+    """A team chain, rendered as a body (:data:`~.dialect.BODY`, global index ``g0`` the
+    worker) for :func:`dispatch`: ``bodies`` in order, each over its NDRange's work-groups
+    (its :func:`block_function`, which the program must hold) shared among ``workers``
+    one-work-item work-groups (launched as ``(workers,)`` by ``(1,)``), with a
+    :data:`TEAM_SYNC` barrier before each body that is not :func:`independent` of those
+    since the last one, and at the end.
+
+    The groups are handed out by tickets: one counter (arena word ``sync + TICKET``) counts
+    every group of the launch in body order; a worker takes the next ticket whenever it
+    finishes a group, runs it if it belongs to the current body, and otherwise keeps it
+    for the body it belongs to (after the barrier). So an uneven group or a late worker
+    costs at most one group's time per body. The last barrier is followed by the reset of
+    the counter (by worker 0), which the next launch then finds at 0 (as at a run's start:
+    the words are in the arena's constants region).
+
+    One launch instead of one per kernel: on PoCL each launch wakes the sleeping worker
+    threads, 13 us per launch on average on two threads of a 2-vCPU VM (W3's 336 launches:
+    4.3 of 17.7 ms per step replayed; BENCHMARKS.md), a barrier between two spinning
+    workers costs 0.3-0.5 us. The same idea as a persistent kernel with a grid barrier on a
+    GPU (CUDA's cooperative groups) or OpenMP's ``nowait``-free parallel region with a
+    ``dynamic`` schedule."""
+    L = [BODY.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+         f"  __global int* s_ = (__global int*)buf + {sync};",
+         f"  int t_ = atomic_inc(s_ + {TICKET}), e_;"]
+    end, since = 0, []
+    for k, b in enumerate(bodies):
+        if since and not independent(since, b):
+            L.append(f"  team_sync(s_, {workers});")
+            since = []
+        since.append(b)
+        g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
+        loc = tuple(b.local_size) + (1,) * (3 - len(b.local_size))
+        n = [-(-g[i] // loc[i]) for i in range(3)]
+        start, end = end, end + math.prod(n)
+        ids = [f"q_ % {n[0]}" if n[0] > 1 else "0",
+               (f"q_ / {n[0]} % {n[1]}" if n[2] > 1 else f"q_ / {n[0]}") if n[1] > 1 else "0",
+               f"q_ / {n[0] * n[1]}" if n[2] > 1 else "0"]
+        args = ", ".join(["buf"] + [str(a) for a in b.args] + ids)
+        L.append(f"  for (e_ = {end}; t_ < e_; t_ = atomic_inc(s_ + {TICKET})) "
+                 f"{{ const int q_ = t_ - {start}; {_guarded(b)}{b.name}_block({args}); }}")
+    L.append(f"  team_sync(s_, {workers});")
+    L.append(f"  if (g0 == 0) atomic_xchg(s_ + {TICKET}, 0);")
+    L.append("}")
+    return Source(name, "\n".join(L), (workers,), (1,), sum(b.flops for b in bodies))
 
 
 def loop_function(body: Source, d=OPENCL) -> str:

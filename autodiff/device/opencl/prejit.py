@@ -114,6 +114,17 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def pocl_cache_dir() -> str:
+    """The directory of PoCL's kernel cache, as PoCL 3.1 chooses it (``pocl_cache.c``):
+    ``POCL_CACHE_DIR``, else ``$XDG_CACHE_HOME/pocl/kcache``, else
+    ``~/.cache/pocl/kcache``."""
+    if os.environ.get("POCL_CACHE_DIR"):
+        return os.environ["POCL_CACHE_DIR"]
+    if os.environ.get("XDG_CACHE_HOME"):
+        return os.path.join(os.environ["XDG_CACHE_HOME"], "pocl", "kcache")
+    return os.path.join(os.path.expanduser("~"), ".cache", "pocl", "kcache")
+
+
 def label(device) -> str:
     """``"<platform name> <device name>"``, as :func:`.device.candidates` labels it."""
     return f"{device.platform.name} {device.name}"
@@ -229,12 +240,14 @@ class Helper:
         self.proc, self.claims = proc, claims
         self.mine = None                # the part it builds (:meth:`send`)
 
-    def send(self, paths: list[str], launches: list, mine: int | None = None) -> None:
+    def send(self, paths: list[str], launches: list, mine: int | None = None,
+             marker: str | None = None) -> None:
         """Give the helper the program (its parts' source files ``paths``) and the
         ``launches`` to compile (as :func:`compile_all`); ``mine``: the part it builds
-        first (and signals)."""
+        first (and signals); ``marker``: a file it creates once it has compiled them all."""
         self.mine = mine
         spec = {"sources": list(paths), "claims": self.claims, "mine": mine,
+                "marker": marker,
                 "launches": [[p, n, list(g), list(loc)] for p, n, g, loc in launches]}
         try:
             self.proc.stdin.write((json.dumps(spec) + "\n").encode())
@@ -260,6 +273,21 @@ class Helper:
                 self.proc.poll() is None and time.perf_counter() < end:
             time.sleep(0.002)
 
+    def detach(self, nice: int = 19) -> None:
+        """Let the helper finish on its own, at niceness ``nice`` (it removes its claims
+        directory when done); this object then no longer stops it."""
+        p, self.proc = self.proc, None
+        if p is None or p.poll() is not None:
+            shutil.rmtree(self.claims, ignore_errors=True)
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, p.pid, nice)
+        except OSError:
+            pass
+        open(os.path.join(self.claims, "orphan"), "w").close()
+        if os.path.exists(os.path.join(self.claims, "done")):   # it ended meanwhile
+            shutil.rmtree(self.claims, ignore_errors=True)
+
     def stop(self) -> None:
         """End the helper if it is still running (what it wrote stays in the cache) and
         remove its claims directory."""
@@ -279,17 +307,19 @@ class Helper:
         self.stop()
 
 
-def start(device, claims: str | None = None, key: int = 0) -> Helper | None:
+def start(device, claims: str | None = None, key: int = 0, nice: int = 0) -> Helper | None:
     """Start a helper process for ``device`` claiming kernels in directory ``claims`` (a
     fresh one by default); unless :meth:`Helper.send` has given it a program by then, it
-    warms PoCL's compiler up by building :data:`WARM_SOURCE` with ``key``. Returns None
-    if the process cannot start."""
+    warms PoCL's compiler up by building :data:`WARM_SOURCE` with ``key``. ``nice``: its
+    scheduling niceness increment (a background compile that yields the cores). Returns
+    None if the process cannot start."""
     claims = claims or tempfile.mkdtemp(prefix="autodiff-prejit-")
     try:
         p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device),
                               str(int(key))],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL,
+                             preexec_fn=(lambda: os.nice(nice)) if nice else None)
     except OSError:
         shutil.rmtree(claims, ignore_errors=True)
         return None
@@ -328,7 +358,12 @@ def _main() -> None:
             break
         part, *la = launches[i]
         launch_noop(q, program(part), buf, la).wait()
+    else:
+        if spec.get("marker"):
+            open(spec["marker"], "w").close()
     open(os.path.join(spec["claims"], "done"), "w").close()
+    if os.path.exists(os.path.join(spec["claims"], "orphan")):     # Helper.detach
+        shutil.rmtree(spec["claims"], ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -321,6 +321,7 @@ class Launch:
     #                           argument after reps), -1: none
     wrd: int = -1             # the arena word of the Philox iteration word it advances per
     #                           repeat (the next argument; its step the one after), -1: none
+    team: int = 0             # a team chain's work-groups (chain.team), 0: not one
 
 
 @dataclass(eq=False)
@@ -530,6 +531,7 @@ class Executable:
                                     self.prefetch + 1, 2 * RING + 1)
         self._staging = Staging(ctx, queue)
         self._flags: list = []           # host arrays for reads of the error record
+        self.tier = None                 # team chains swapped in while it runs (tiers.py)
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, store: dict) -> None:
@@ -568,10 +570,11 @@ class Executable:
         self._unrecorded: list = []         # Feeder staging arrays outside loops
         self._events: list = []             # Feeder writes not known to be complete
         self._enqueued, self._partial = 0, False
-        self._first = None
+        self._first = self._iter0 = None
         self._t0 = t0
         if self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
             self._prof = []
+        tier = self.tier if self._prof is None else None    # a profile times tier 1
         t_loops = cpu_loops = None
         try:
             self._exec(self.steps)
@@ -580,6 +583,11 @@ class Executable:
             t_loops = time.perf_counter()   # the last iteration done, before the read-back
             cpu_loops = time.process_time()
         finally:
+            if tier is not None:
+                tier.finish(self.device)
+                self.stats["team_swapped"] = dict(tier.swapped)
+                self.stats["team_swap_s"] = tier.swap_s
+                self.stats["team_compiled"] = tier.compiled
             with deferred_interrupts():     # the variables are read back whole
                 q.finish()
                 self._events, self._record, self._ckpts = [], None, []
@@ -656,6 +664,8 @@ class Executable:
         stop = len(lp.range) if stop is None else stop
         ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
         every = self.checkpoint_every
+        tier = self.tier if self._prof is None and top and self.tier is not None and \
+            self.tier.pending else None     # swapped in between outermost iterations
         # blocks only where nothing per iteration is asked for (a profile times launches),
         # and with Feeders only where the Receivers the order rule waits for were read a
         # block earlier (a replay calls no Receiver)
@@ -707,6 +717,12 @@ class Executable:
                             self._call_feed(f)
                 if top:
                     self._partial = True
+                if tier is not None:            # between two iterations: tiers.py
+                    if tier.ready():
+                        tier.swap(self, lp, k)
+                    elif self._iter0 is not None:
+                        tier.tick(self.device, k - start, stop - k,
+                                  time.perf_counter() - self._iter0[0])
                 self._last_launch = None
                 if block:
                     self._exec_block(lp, depth, k, n, ahead)

@@ -1,0 +1,151 @@
+"""Tiered compilation on the OpenCL device (:mod:`autodiff.device.opencl.tiers`): which
+step lists get team chains as a second tier, that a run compiles it for the next one (or
+during a long loop), and that the swap changes no number."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import autodiff as ad
+from autodiff.device.opencl import chain, device, tiers
+from autodiff.device.opencl.runtime import Feed, Launch, Loop, Receive
+
+try:
+    device.candidates()
+except device.OpenCLUnavailable as e:
+    pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
+
+
+def _workers() -> int:
+    from autodiff.device.opencl import context, prejit
+    dev = context()[1]
+    return chain.team_size(dev) if prejit.enabled(dev) else 0
+
+
+needs_team = pytest.mark.skipif(
+    _workers() == 0, reason="tiered team chains need a PoCL pthread device with two or more "
+                            "threads and the pre-JIT helper (this machine has neither)")
+
+
+def _launch(name, team=0):
+    la = Launch(name, (1,), (1,))
+    la.team = team
+    return la
+
+
+class _Spec:
+    shape, dtype, dtypes = (1,), "float32", None
+
+
+def test_plan_replaces_launch_runs_inside_loops_and_keeps_the_host_steps(monkeypatch):
+    feed, recv = Feed(_Spec(), 0, (1,), "float32"), Receive(_Spec(), [])
+    inner = Loop(range(1000), [_launch("a"), _launch("b"), _launch("c")], [])
+    base = [_launch("init"), Loop(range(1000), [feed, _launch("k1"), _launch("k2"), inner,
+                                                recv], [feed])]
+    inner_t = Loop(range(1000), [_launch("t2", 2)], [])
+    team_feed, team_recv = Feed(feed.spec, 0, (1,), "float32"), Receive(recv.spec, [])
+    team = [_launch("init"), Loop(range(1000), [team_feed, _launch("t1", 2), inner_t,
+                                                team_recv], [team_feed])]
+    ups = tiers.plan(base, team)
+    assert [len(u.launches) for u in ups] == [1, 1]
+    outer = ups[0]
+    assert outer.steps is base[1].body
+    # the team body holds the base's own Feed, nested Loop and Receive objects
+    assert outer.body[0] is feed and outer.body[2] is inner and outer.body[3] is recv
+    assert ups[1].steps is inner.body and ups[1].body[0].name == "t2"
+    # short runs save too little to compile (1000 + 1000 * 1000 * 2 launches above)
+    short = [Loop(range(3), [_launch("k1"), _launch("k2")], [])]
+    assert tiers.plan(short, [Loop(range(3), [_launch("t", 2)], [])]) == []
+    # a loop run in blocks keeps its launch
+    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    inner.block = 8
+    assert [len(u.launches) for u in tiers.plan(base, team)] == [1]
+    # host steps that do not pair up: nothing
+    assert tiers.plan(base, [_launch("init"), Loop(range(1000), [team_recv], [])]) == []
+
+
+def _program(steps, hook=None):
+    """A small two-layer model under AdamW with a Feeder and a Receiver; its loop body
+    runs one by one as tier 1 (LIGHT_BODY patched to 0 by the tests)."""
+    from autodiff import nn
+    from autodiff.optim import AdamW
+    ad.manual_seed(1)
+    rng = np.random.default_rng(2)
+    net = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.LayerNorm(64), nn.Linear(64, 8))
+    opt = AdamW(net.parameters(), lr=1e-2)
+    xs = [rng.standard_normal((256, 32)).astype(np.float32) for _ in range(steps)]
+    got, calls = [], iter(range(steps))
+
+    def feed():
+        i = next(calls)
+        if hook is not None:
+            hook(i)
+        return xs[i]
+
+    def step():
+        opt.zero_grad()
+        x = ad.Feeder(feed, shape=[256, 32])
+        loss = (net(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda v: got.append(float(v)), [loss])
+    ad.ir_for(range(steps), step)
+    return net, got
+
+
+def _run(opencl_executables, steps, hook=None, **options):
+    ad.reset()
+    net, got = _program(steps, hook)
+    ad.execute(device="opencl", **options)
+    return [p.numpy() for p in net.parameters()], got, opencl_executables[-1]
+
+
+@needs_team
+def test_a_run_compiles_the_second_tier_for_the_next_which_swaps_it_in_first(
+        opencl_executables, monkeypatch, tmp_path):
+    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
+    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))    # a marker of its own
+    p_one, l_one, _ = _run(opencl_executables, 6, team=False)
+    p1, l1, exe = _run(opencl_executables, 6)
+    assert exe.stats["team_launches"] > 0 and exe.stats["team_compiled"] == "after"
+    assert exe.stats["team_swapped"] == {}
+    end = time.time() + 120                          # the detached helper compiles it
+    while not os.path.exists(exe.tier.marker) and time.time() < end:
+        time.sleep(0.05)
+    assert os.path.exists(exe.tier.marker)
+    p2, l2, exe2 = _run(opencl_executables, 6)
+    assert list(exe2.stats["team_swapped"].values()) == [0]
+    body = next(s for s in exe2.steps if type(s) is Loop).body
+    assert sum(type(s) is Launch for s in body) == exe2.stats["team_launches"]
+    for a, b, c in zip(p_one, p1, p2):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    assert l_one == l1 == l2
+
+
+@needs_team
+def test_a_long_loop_swaps_the_second_tier_in_while_it_runs(opencl_executables, monkeypatch,
+                                                            tmp_path):
+    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
+    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    monkeypatch.setattr(tiers, "BACKGROUND_S", 0.0)       # every loop counts as long
+    monkeypatch.setattr(tiers, "ESTIMATE_AT", 2)
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    steps = 40
+
+    def hook(i):                # iteration 10 waits for the helper: the swap comes after
+        tier = opencl_executables[-1].tier
+        end = time.time() + 120
+        while i == 10 and tier.helper is not None and time.time() < end and \
+                not os.path.exists(os.path.join(tier.helper.claims, "done")):
+            time.sleep(0.02)
+    p_one, l_one, _ = _run(opencl_executables, steps, team=False)
+    p, got, exe = _run(opencl_executables, steps, hook)
+    assert exe.stats["team_compiled"] == "during"
+    (k,) = exe.stats["team_swapped"].values()
+    assert 2 < k < steps
+    for a, b in zip(p_one, p):
+        np.testing.assert_array_equal(a, b)
+    assert got == l_one
