@@ -149,3 +149,36 @@ def test_a_long_loop_swaps_the_second_tier_in_while_it_runs(opencl_executables, 
     for a, b in zip(p_one, p):
         np.testing.assert_array_equal(a, b)
     assert got == l_one
+
+
+@needs_team
+def test_a_feeder_failing_after_the_swap_keeps_the_last_completed_iteration(
+        opencl_executables, monkeypatch, tmp_path):
+    """The swap before iteration 3 or later (iteration 3's Feeder waits for the helper), a
+    Feeder raising in iteration 12: the error names it and the parameters are those after
+    12 iterations, as a clean 12-step run of one launch per kernel leaves them."""
+    from autodiff.errors import FeederError
+    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
+    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    monkeypatch.setattr(tiers, "BACKGROUND_S", 0.0)
+    monkeypatch.setattr(tiers, "ESTIMATE_AT", 2)
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    want, _, _ = _run(opencl_executables, 12, team=False)
+
+    def hook(i):
+        tier = opencl_executables[-1].tier
+        end = time.time() + 120
+        while i == 3 and tier.helper is not None and time.time() < end and \
+                not os.path.exists(os.path.join(tier.helper.claims, "done")):
+            time.sleep(0.02)
+        if i == 12:
+            raise ValueError("no more data")
+    ad.reset()
+    net, _ = _program(20, hook)
+    with pytest.raises(FeederError, match="iteration 12"):
+        ad.execute(device="opencl")
+    exe = opencl_executables[-1]
+    (k,) = exe.stats["team_swapped"].values()
+    assert 3 <= k <= 12
+    for a, p in zip(want, net.parameters()):
+        np.testing.assert_array_equal(a, p.numpy())
