@@ -65,6 +65,54 @@ def test_plan_replaces_launch_runs_inside_loops_and_keeps_the_host_steps(monkeyp
     assert tiers.plan(base, [_launch("init"), Loop(range(1000), [team_recv], [])]) == []
 
 
+def _tiered(monkeypatch, tmp_path):
+    """Heavy bodies, any saving worth a second tier, other processes ignored (the test
+    suite's other workers), a marker of the test's own."""
+    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
+    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    monkeypatch.setattr(tiers, "BUSY", float("inf"))
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+
+
+def test_team_chains_run_while_other_processes_leave_the_cores_free(monkeypatch):
+    """Sampled cores of other processes (the machine's busy time minus this process's):
+    team chains once a sample of SAMPLE_S seconds shows at most BUSY cores in use by
+    others, tier 1 while more."""
+    from types import SimpleNamespace
+    t = tiers.Tier("p.cl", [], [], "/nonexistent/marker")
+    used = []
+
+    def use(self, exe, team, k):
+        used.append((k, team))
+        self.team = team
+    monkeypatch.setattr(tiers.Tier, "_done", lambda self: True)
+    monkeypatch.setattr(tiers.Tier, "_use", use)
+    clock = {"t": 0.0, "busy": 0.0, "own": 0.0}
+    monkeypatch.setattr(tiers, "_sample", lambda: (clock["t"], clock["busy"], clock["own"]))
+
+    def after(seconds, others, own=2.0):        # cores busy meanwhile
+        clock["t"] += seconds
+        clock["busy"] += (others + own) * seconds
+        clock["own"] += own * seconds
+    exe = SimpleNamespace(_iter0=None, device=None)
+    t.begin()
+    after(0.6 * tiers.SAMPLE_S, 0.0)
+    t.step(exe, 1, 0, 100)
+    assert used == []                           # the sample is too short yet
+    after(0.6 * tiers.SAMPLE_S, 0.0)
+    t.step(exe, 2, 0, 100)
+    assert used == [(2, True)]
+    after(2 * tiers.SAMPLE_S, 1.5)              # another training process starts
+    t.step(exe, 3, 0, 100)
+    assert used == [(2, True), (3, False)] and t.busy == [1.5]
+    after(2 * tiers.SAMPLE_S, 1.0)
+    t.step(exe, 4, 0, 100)
+    assert len(used) == 2
+    after(2 * tiers.SAMPLE_S, 0.1)              # it ended
+    t.step(exe, 5, 0, 100)
+    assert used[-1] == (5, True)
+
+
 def _program(steps, hook=None):
     """A small two-layer model under AdamW with a Feeder and a Receiver; its loop body
     runs one by one as tier 1 (LIGHT_BODY patched to 0 by the tests)."""
@@ -104,19 +152,21 @@ def _run(opencl_executables, steps, hook=None, **options):
 @needs_team
 def test_a_run_compiles_the_second_tier_for_the_next_which_swaps_it_in_first(
         opencl_executables, monkeypatch, tmp_path):
-    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
-    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
-    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))    # a marker of its own
+    _tiered(monkeypatch, tmp_path)
     p_one, l_one, _ = _run(opencl_executables, 6, team=False)
     p1, l1, exe = _run(opencl_executables, 6)
     assert exe.stats["team_launches"] > 0 and exe.stats["team_compiled"] == "after"
-    assert exe.stats["team_swapped"] == {}
+    assert exe.stats["team_switches"] == []
     end = time.time() + 120                          # the detached helper compiles it
     while not os.path.exists(exe.tier.marker) and time.time() < end:
         time.sleep(0.05)
     assert os.path.exists(exe.tier.marker)
-    p2, l2, exe2 = _run(opencl_executables, 6)
-    assert list(exe2.stats["team_swapped"].values()) == [0]
+    def wait_for_the_switch(i):     # (a switch needs a sample of SAMPLE_S seconds)
+        if i == 1:
+            time.sleep(2 * tiers.SAMPLE_S)
+    p2, l2, exe2 = _run(opencl_executables, 6, wait_for_the_switch)
+    assert exe2.stats["team_switches"][0][1] == "team", exe2.stats
+    assert exe2.stats["team_switches"][0][0] <= 3
     body = next(s for s in exe2.steps if type(s) is Loop).body
     assert sum(type(s) is Launch for s in body) == exe2.stats["team_launches"]
     for a, b, c in zip(p_one, p1, p2):
@@ -128,11 +178,9 @@ def test_a_run_compiles_the_second_tier_for_the_next_which_swaps_it_in_first(
 @needs_team
 def test_a_long_loop_swaps_the_second_tier_in_while_it_runs(opencl_executables, monkeypatch,
                                                             tmp_path):
-    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
-    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    _tiered(monkeypatch, tmp_path)
     monkeypatch.setattr(tiers, "BACKGROUND_S", 0.0)       # every loop counts as long
     monkeypatch.setattr(tiers, "ESTIMATE_AT", 2)
-    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
     steps = 40
 
     def hook(i):                # iteration 10 waits for the helper: the swap comes after
@@ -141,11 +189,13 @@ def test_a_long_loop_swaps_the_second_tier_in_while_it_runs(opencl_executables, 
         while i == 10 and tier.helper is not None and time.time() < end and \
                 not os.path.exists(os.path.join(tier.helper.claims, "done")):
             time.sleep(0.02)
+        if i == 11:
+            time.sleep(2 * tiers.SAMPLE_S)
     p_one, l_one, _ = _run(opencl_executables, steps, team=False)
     p, got, exe = _run(opencl_executables, steps, hook)
     assert exe.stats["team_compiled"] == "during"
-    (k,) = exe.stats["team_swapped"].values()
-    assert 2 < k < steps
+    (k, kind), = exe.stats["team_switches"]
+    assert kind == "team" and 10 <= k <= 12
     for a, b in zip(p_one, p):
         np.testing.assert_array_equal(a, b)
     assert got == l_one
@@ -158,11 +208,9 @@ def test_a_feeder_failing_after_the_swap_keeps_the_last_completed_iteration(
     Feeder raising in iteration 12: the error names it and the parameters are those after
     12 iterations, as a clean 12-step run of one launch per kernel leaves them."""
     from autodiff.errors import FeederError
-    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
-    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
+    _tiered(monkeypatch, tmp_path)
     monkeypatch.setattr(tiers, "BACKGROUND_S", 0.0)
     monkeypatch.setattr(tiers, "ESTIMATE_AT", 2)
-    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
     want, _, _ = _run(opencl_executables, 12, team=False)
 
     def hook(i):
@@ -171,6 +219,8 @@ def test_a_feeder_failing_after_the_swap_keeps_the_last_completed_iteration(
         while i == 3 and tier.helper is not None and time.time() < end and \
                 not os.path.exists(os.path.join(tier.helper.claims, "done")):
             time.sleep(0.02)
+        if i == 4:
+            time.sleep(2 * tiers.SAMPLE_S)
         if i == 12:
             raise ValueError("no more data")
     ad.reset()
@@ -178,7 +228,7 @@ def test_a_feeder_failing_after_the_swap_keeps_the_last_completed_iteration(
     with pytest.raises(FeederError, match="iteration 12"):
         ad.execute(device="opencl")
     exe = opencl_executables[-1]
-    (k,) = exe.stats["team_swapped"].values()
-    assert 3 <= k <= 12
+    (k, kind), = exe.stats["team_switches"]
+    assert kind == "team" and 3 <= k <= 12
     for a, p in zip(want, net.parameters()):
         np.testing.assert_array_equal(a, p.numpy())

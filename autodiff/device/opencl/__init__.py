@@ -583,9 +583,8 @@ def compile(graph, report=None, opencl_device: str | None = None,
             work-group per PoCL worker thread, on a PoCL CPU device with two or more):
             ``True`` from the first iteration, ``False`` never (one launch per kernel), the
             default as a second tier (:mod:`.tiers`: compiled in the background, swapped
-            in between iterations; the first iteration as early as without). Their workers
-            spin at barriers: a machine shared with other busy processes may want
-            ``team=False``. Others are ignored here.
+            in between iterations while other processes leave the cores free; the first
+            iteration as early as without). Others are ignored here.
 
     Returns:
         An :class:`~.runtime.Executable`.

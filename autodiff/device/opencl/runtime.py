@@ -575,6 +575,8 @@ class Executable:
         if self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
             self._prof = []
         tier = self.tier if self._prof is None else None    # a profile times tier 1
+        if tier is not None:
+            tier.begin()
         t_loops = cpu_loops = None
         try:
             self._exec(self.steps)
@@ -585,7 +587,8 @@ class Executable:
         finally:
             if tier is not None:
                 tier.finish(self.device)
-                self.stats["team_swapped"] = dict(tier.swapped)
+                self.stats["team_switches"] = list(tier.switches)
+                self.stats["team_busy"] = list(tier.busy)
                 self.stats["team_swap_s"] = tier.swap_s
                 self.stats["team_compiled"] = tier.compiled
             with deferred_interrupts():     # the variables are read back whole
@@ -664,8 +667,8 @@ class Executable:
         stop = len(lp.range) if stop is None else stop
         ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
         every = self.checkpoint_every
-        tier = self.tier if self._prof is None and top and self.tier is not None and \
-            self.tier.pending else None     # swapped in between outermost iterations
+        tier = self.tier if self._prof is None and top else None    # between outermost
+        #                                                              iterations: tiers.py
         # blocks only where nothing per iteration is asked for (a profile times launches),
         # and with Feeders only where the Receivers the order rule waits for were read a
         # block earlier (a replay calls no Receiver)
@@ -717,12 +720,8 @@ class Executable:
                             self._call_feed(f)
                 if top:
                     self._partial = True
-                if tier is not None:            # between two iterations: tiers.py
-                    if tier.ready():
-                        tier.swap(self, lp, k)
-                    elif self._iter0 is not None:
-                        tier.tick(self.device, k - start, stop - k,
-                                  time.perf_counter() - self._iter0[0])
+                if tier is not None:
+                    tier.step(self, k, start, stop)
                 self._last_launch = None
                 if block:
                     self._exec_block(lp, depth, k, n, ahead)

@@ -54,12 +54,14 @@ NICE = 19
 class Upgrade:
     """One step list inside a loop and what replaces it: ``steps`` (the list, changed in
     place) becomes ``body`` (the same host steps, its launches ``launches`` team chains),
-    with the launches' kernel names (``kernel``) and int arguments (``args``)."""
+    with the launches' kernel names (``kernel``) and int arguments (``args``); ``base``:
+    the list's tier-1 content (to switch back)."""
     steps: list
     body: list
     launches: list
     kernel: dict = field(default_factory=dict)
     args: dict = field(default_factory=dict)
+    base: list = field(default_factory=list)
 
 
 def plan(base: list, team: list) -> list[Upgrade]:
@@ -97,41 +99,136 @@ def plan(base: list, team: list) -> list[Upgrade]:
     return out
 
 
+#: cores other processes may keep busy (time the hypervisor steals included) while team
+#: chains run, sampled every :data:`SAMPLE_S` seconds or more (``/proc/stat`` counts in
+#: 10 ms ticks per core: two cores over 0.1 s read within 0.2 cores): team workers spin at
+#: barriers, and with the cores shared (two training processes on two cores) a worker
+#: waits whole scheduler slices for a descheduled partner (W3 two threads, two processes
+#: at once: 130-500 ms per step with team chains against 31 without)
+BUSY, SAMPLE_S = 0.5, 0.1
+
+
+def busy_s() -> float | None:
+    """Busy CPU seconds of the whole machine since boot (``/proc/stat``: user, nice,
+    system, irq, softirq and steal time), or None where there is no ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _sample() -> tuple:
+    return time.perf_counter(), busy_s(), time.process_time()
+
+
 @dataclass(eq=False)
 class Tier:
     """The second tier of an Executable: ``upgrades`` (:func:`plan`) whose launches'
     kernels are in the program of source file ``path`` (text ``source``); ``launches``:
     ``(kernel name, global size, local size)`` of each kernel for the helper's pre-JIT;
     ``marker``: the file a helper creates once PoCL's cache holds them all (in that cache's
-    directory, named by the source and the device). ``pending``: not swapped in yet. Stats:
-    ``swapped`` (the outermost loop's iteration before which it was, by the loop's site),
-    ``swap_s`` (seconds this process spent building the program and swapping), ``helper``
-    (``"none"``, ``"during"`` the run, ``"after"`` it)."""
+    directory, named by the source and the device).
+
+    Once compiled, team chains run while other processes leave the cores free: the
+    machine's busy time minus this process's is sampled as the loop runs (:data:`BUSY`),
+    and tier 1 takes over while they do not.
+
+    Stats: ``switches`` (``(iteration, "team" | "base")``, the first ones), ``busy``
+    (others' cores at each switch to tier 1), ``swap_s`` (seconds spent building the
+    program and switching), ``compiled`` (``"none"``, ``"during"`` the run, ``"after"``
+    it)."""
     path: str
     upgrades: list
     launches: list
     marker: str
     source: str = ""
     helper: prejit.Helper | None = None
-    pending: bool = True
-    swapped: dict = field(default_factory=dict)
-    swap_s: float = 0.0
     compiled: str = "none"
+    team: bool = False              # the team bodies are in place
+    kernels: bool = False           # the team launches have their kernels
+    switches: list = field(default_factory=list)
+    sample: tuple | None = None     # (wall s, machine busy s, this process's CPU s)
+    busy: list = field(default_factory=list)
+    swap_s: float = 0.0
 
     def warm(self) -> bool:
         """Whether a helper has compiled every kernel of this tier into PoCL's cache."""
         return os.path.exists(self.marker)
 
-    def tick(self, device, done: int, left: int, elapsed: float) -> None:
-        """After ``done`` iterations of the outermost loop (``left`` to go; ``elapsed``
-        seconds since the first one ended): at :data:`ESTIMATE_AT`, start compiling the
-        second tier now when the loop has more than :data:`BACKGROUND_S` seconds left and
-        it is not compiled yet."""
-        if done != ESTIMATE_AT or not self.pending or self.helper is not None:
+    def _done(self) -> bool:
+        return self.warm() or self.helper is not None and \
+            os.path.exists(os.path.join(self.helper.claims, "done"))
+
+    def step(self, exe, k: int, start: int, stop: int) -> None:
+        """Before iteration ``k`` of ``exe``'s outermost loop (iterations ``start`` to
+        ``stop``; no step list inside it is being run): start the helper (at
+        :data:`ESTIMATE_AT`, when more than :data:`BACKGROUND_S` seconds remain), or, once
+        compiled, run team chains or tier 1 as the cores are free or not."""
+        if not self.kernels and not self._done():
+            if k - start == ESTIMATE_AT and self.helper is None and \
+                    exe._iter0 is not None and not self.warm():
+                per = (time.perf_counter() - exe._iter0[0]) / (k - start - 1)
+                if per * (stop - k) > BACKGROUND_S:
+                    self._start(exe.device, 0)
+                    self.compiled = "during"
             return
-        if elapsed / (done - 1) * left > BACKGROUND_S and not self.warm():
-            self._start(device, 0)
-            self.compiled = "during"
+        load = self.others()
+        if load is None:
+            return
+        if (load <= BUSY) != self.team:
+            if self.team:
+                self.busy.append(round(load, 2))
+            self._use(exe, not self.team, k)
+
+    def begin(self) -> None:
+        """At the start of a run: the first sample of the cores' use."""
+        self.sample = _sample()
+
+    def others(self) -> float | None:
+        """Cores other processes kept busy since the last sample (None until
+        :data:`SAMPLE_S` seconds have passed; 0 where the machine does not tell)."""
+        t, busy, own = _sample()
+        if self.sample is None:
+            self.sample = (t, busy, own)
+            return None
+        t0, busy0, own0 = self.sample
+        if t - t0 < SAMPLE_S:
+            return None
+        self.sample = (t, busy, own)
+        if busy is None or busy0 is None:
+            return 0.0
+        return max(0.0, (busy - busy0) - (own - own0)) / (t - t0)
+
+    def _use(self, exe, team: bool, k: int) -> None:
+        """Put the team bodies (``team``) or tier 1's back in place, before iteration
+        ``k``; the first time, build the program (from PoCL's cache) and make a kernel per
+        team launch."""
+        import numpy as np
+        import pyopencl as cl
+        t = time.perf_counter()
+        if team and not self.kernels:
+            with open(self.path) as f:
+                prg = cl.Program(exe.ctx, f.read()).build(devices=[exe.device])
+            for u in self.upgrades:
+                u.base = list(u.steps)
+                for la in u.launches:
+                    la.kernel = cl.Kernel(prg, u.kernel[la])
+                    la.kernel.set_arg(0, exe.arena)
+                    for i, v in enumerate(u.args[la], 1):
+                        la.kernel.set_arg(i, np.int32(v))
+            self.kernels = True
+            if self.helper is not None:
+                self.helper.stop()
+                self.helper = None
+        for u in self.upgrades:
+            u.steps[:] = u.body if team else u.base
+        self.team = team
+        if len(self.switches) < 32:
+            self.switches.append((k, "team" if team else "base"))
+        self.swap_s += time.perf_counter() - t
 
     def _start(self, device, nice: int) -> None:
         self.helper = prejit.start(device, nice=nice)
@@ -139,41 +236,11 @@ class Tier:
             self.helper.send([self.path], [(0, *la) for la in self.launches], mine=0,
                              marker=self.marker)
 
-    def ready(self) -> bool:
-        """Whether the second tier can be swapped in: compiled by an earlier run or by
-        this run's helper."""
-        return self.pending and (self.warm() or self.helper is not None and
-                                 os.path.exists(os.path.join(self.helper.claims, "done")))
-
-    def swap(self, exe, lp, k: int) -> None:
-        """Swap the second tier in before iteration ``k`` of ``exe``'s outermost loop
-        ``lp`` (no step list inside it is being run): the program built from PoCL's cache,
-        a kernel per team launch with its arguments, every upgraded list replaced in
-        place."""
-        import numpy as np
-        import pyopencl as cl
-        t = time.perf_counter()
-        with open(self.path) as f:
-            prg = cl.Program(exe.ctx, f.read()).build(devices=[exe.device])
-        for u in self.upgrades:
-            for la in u.launches:
-                la.kernel = cl.Kernel(prg, u.kernel[la])
-                la.kernel.set_arg(0, exe.arena)
-                for i, v in enumerate(u.args[la], 1):
-                    la.kernel.set_arg(i, np.int32(v))
-            u.steps[:] = u.body
-        self.pending = False
-        self.swapped[lp.site] = k
-        self.swap_s += time.perf_counter() - t
-        if self.helper is not None:
-            self.helper.stop()
-            self.helper = None
-
     def finish(self, device) -> None:
-        """At the end of a run: a second tier still pending is compiled for the next run,
-        by this run's helper or a new one, in the background at niceness :data:`NICE`
-        (the helper ends by itself)."""
-        if not self.pending or self.warm():
+        """At the end of a run: a second tier not compiled yet is compiled for the next
+        run, by this run's helper or a new one, in the background at niceness
+        :data:`NICE` (the helper ends by itself)."""
+        if self.kernels or self.warm():
             return
         if self.helper is None:
             self._start(device, NICE)
