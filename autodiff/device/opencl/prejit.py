@@ -233,6 +233,11 @@ def compile_all(ctx, device, programs: Programs, launches: list,
     return helper is not None, mine
 
 
+#: helpers left to finish on their own (:meth:`Helper.detach`), kept until they are
+#: reaped (a dropped ``Popen`` of a running process warns)
+_DETACHED: list = []
+
+
 class Helper:
     """A running helper process (:func:`start`) and its claims directory."""
 
@@ -284,6 +289,7 @@ class Helper:
             os.setpriority(os.PRIO_PROCESS, p.pid, nice)
         except OSError:
             pass
+        _DETACHED[:] = [q for q in _DETACHED if q.poll() is None] + [p]   # reaped later
         open(os.path.join(self.claims, "orphan"), "w").close()
         if os.path.exists(os.path.join(self.claims, "done")):   # it ended meanwhile
             shutil.rmtree(self.claims, ignore_errors=True)
