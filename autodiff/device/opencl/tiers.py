@@ -101,11 +101,11 @@ def plan(base: list, team: list) -> list[Upgrade]:
 
 #: cores other processes may keep busy (time the hypervisor steals included) while team
 #: chains run, sampled every :data:`SAMPLE_S` seconds or more (``/proc/stat`` counts in
-#: 10 ms ticks per core: two cores over 0.1 s read within 0.2 cores): team workers spin at
+#: 10 ms ticks per core: two cores over 0.05 s read within 0.4 cores): team workers spin at
 #: barriers, and with the cores shared (two training processes on two cores) a worker
 #: waits whole scheduler slices for a descheduled partner (W3 two threads, two processes
 #: at once: 130-500 ms per step with team chains against 31 without)
-BUSY, SAMPLE_S = 0.5, 0.1
+BUSY, SAMPLE_S = 0.5, 0.05
 
 
 def busy_s() -> float | None:
