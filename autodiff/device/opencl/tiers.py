@@ -9,13 +9,17 @@ cache: 2.8 s to its first iteration with dispatch kernels, 4.5-4.8 s with team c
 BENCHMARKS.md). So the device's compile builds both:
 
 1. **tier 1**, the program as launched one by one (and its pre-JIT, :mod:`.prejit`): the
-   first iteration starts as soon as it does today;
-2. **tier 2**, the team chains of each eligible loop body (:func:`plan`), in a program of
-   their own that a :mod:`.prejit` helper process builds and compiles while the loop runs
-   (:meth:`Tier.start`); between two iterations, once the helper is done, this process
-   builds the same program (a hit in PoCL's cache), makes the team launches' kernels and
-   swaps the loop's body (:meth:`Tier.swap`). On a warm cache the helper is done after a
-   few iterations.
+   first iteration starts as soon as it does without a second tier;
+2. **tier 2**, the team chains of each eligible step list inside a loop (:func:`plan`), in
+   a program of their own, which a :mod:`.prejit` helper process builds and compiles into
+   PoCL's cache: after the run, in the background, for the next run of the program
+   (:meth:`Tier.finish`), or during it when the loop is long (:data:`BACKGROUND_S`). A
+   marker file in PoCL's cache directory says it is done.
+
+Once tier 2 is compiled, :meth:`Tier.step` (called before each iteration of the
+outermost loop) builds its program in this process (a hit in PoCL's cache, 45-55 ms),
+makes the team launches' kernels and puts the team bodies in place -- and tier 1's back
+while other processes keep the cores busy (:data:`BUSY`): team workers spin at barriers.
 
 The swap changes no value: a team chain runs the same kernel bodies in the same order over
 the same work-groups, so the parameters are bit-identical either way (tested). The same
