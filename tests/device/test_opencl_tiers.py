@@ -175,6 +175,20 @@ def test_a_run_compiles_the_second_tier_for_the_next_which_swaps_it_in_first(
     assert l_one == l1 == l2
 
 
+def _compiled_at(opencl_executables, at: int):
+    """A Feeder hook: iteration ``at``'s Feeder waits for the running program's helper to
+    finish, the next one for a sample of the cores (so the switch comes right after)."""
+    def hook(i):
+        tier = opencl_executables[-1].tier
+        end = time.time() + 120
+        while i == at and tier.helper is not None and time.time() < end and \
+                not os.path.exists(os.path.join(tier.helper.claims, "done")):
+            time.sleep(0.02)
+        if i == at + 1:
+            time.sleep(2 * tiers.SAMPLE_S)
+    return hook
+
+
 @needs_team
 def test_a_long_loop_swaps_the_second_tier_in_while_it_runs(opencl_executables, monkeypatch,
                                                             tmp_path):
@@ -183,14 +197,7 @@ def test_a_long_loop_swaps_the_second_tier_in_while_it_runs(opencl_executables, 
     monkeypatch.setattr(tiers, "ESTIMATE_AT", 2)
     steps = 40
 
-    def hook(i):                # iteration 10 waits for the helper: the swap comes after
-        tier = opencl_executables[-1].tier
-        end = time.time() + 120
-        while i == 10 and tier.helper is not None and time.time() < end and \
-                not os.path.exists(os.path.join(tier.helper.claims, "done")):
-            time.sleep(0.02)
-        if i == 11:
-            time.sleep(2 * tiers.SAMPLE_S)
+    hook = _compiled_at(opencl_executables, 10)   # the switch comes after iteration 10
     p_one, l_one, _ = _run(opencl_executables, steps, team=False)
     p, got, exe = _run(opencl_executables, steps, hook)
     assert exe.stats["team_compiled"] == "during"
@@ -213,14 +220,10 @@ def test_a_feeder_failing_after_the_swap_keeps_the_last_completed_iteration(
     monkeypatch.setattr(tiers, "ESTIMATE_AT", 2)
     want, _, _ = _run(opencl_executables, 12, team=False)
 
+    compiled = _compiled_at(opencl_executables, 3)
+
     def hook(i):
-        tier = opencl_executables[-1].tier
-        end = time.time() + 120
-        while i == 3 and tier.helper is not None and time.time() < end and \
-                not os.path.exists(os.path.join(tier.helper.claims, "done")):
-            time.sleep(0.02)
-        if i == 4:
-            time.sleep(2 * tiers.SAMPLE_S)
+        compiled(i)
         if i == 12:
             raise ValueError("no more data")
     ad.reset()
