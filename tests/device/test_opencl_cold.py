@@ -4,6 +4,7 @@ hits), and a helper process compiles PoCL's work-group functions ahead of the fi
 launches (:mod:`autodiff.device.opencl.prejit`) without changing any result."""
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -238,7 +239,7 @@ def test_a_program_in_two_parts_gives_the_same_results(monkeypatch):
     monkeypatch.setattr(prejit, "EARLY_NODES", 1)
     l1, w1, _, st1 = _train(6, chain_work=0)
     assert st1["program_parts"] == 2 and st1["prejit"] is True
-    srcs = [open(p).read() for p in st1["source_paths"]]
+    srcs = [Path(p).read_text() for p in st1["source_paths"]]
     assert all("__kernel void d" in x for x in srcs)
     np.testing.assert_array_equal(l1, l0)
     np.testing.assert_array_equal(w1, w0)
