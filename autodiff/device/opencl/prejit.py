@@ -279,14 +279,15 @@ class Helper:
             time.sleep(0.002)
 
     def detach(self, nice: int = 19) -> None:
-        """Let the helper finish on its own, at niceness ``nice`` (it removes its claims
-        directory when done); this object then no longer stops it."""
+        """Let the helper finish on its own, ``nice`` steps below this process's priority
+        (it removes its claims directory when done); this object then no longer stops
+        it."""
         p, self.proc = self.proc, None
         if p is None or p.poll() is not None:
             shutil.rmtree(self.claims, ignore_errors=True)
             return
         try:
-            os.setpriority(os.PRIO_PROCESS, p.pid, nice)
+            os.setpriority(os.PRIO_PROCESS, p.pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
         except OSError:
             pass
         _DETACHED[:] = [q for q in _DETACHED if q.poll() is None] + [p]   # reaped later
@@ -324,11 +325,15 @@ def start(device, claims: str | None = None, key: int = 0, nice: int = 0) -> Hel
         p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device),
                               str(int(key))],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL,
-                             preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                             stderr=subprocess.DEVNULL)
     except OSError:
         shutil.rmtree(claims, ignore_errors=True)
         return None
+    if nice:        # set from here: a preexec_fn is unsafe in a process with threads (PoCL's)
+        try:
+            os.setpriority(os.PRIO_PROCESS, p.pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+        except OSError:
+            pass
     return Helper(p, claims)
 
 
