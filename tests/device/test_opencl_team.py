@@ -170,3 +170,44 @@ def test_a_heavy_loop_body_runs_as_team_chains_with_the_same_numbers(opencl_exec
     for a, b in zip(p_team, p_ref):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
     np.testing.assert_allclose(l_team, l_ref, rtol=2e-5)
+
+
+def test_a_branch_decided_on_the_device_inside_a_team_chain(opencl_executables,
+                                                            monkeypatch):
+    """``ir_if`` on a tensor inside a heavy loop body: its guarded kernels join the team
+    chain (every worker evaluates the guard, consumes the guarded body's tickets and meets
+    the others at the barriers); both branches are taken over the iterations, and the
+    results equal the kernels launched one by one, bit for bit."""
+    from autodiff.device.opencl import context
+    if chain.team_size(context()[1]) == 0:
+        pytest.skip("team chains need a PoCL pthread device with two or more threads")
+    monkeypatch.setattr(chain, "LIGHT_BODY", 0)
+    rng = np.random.default_rng(6)
+    a0 = rng.standard_normal((128, 128)).astype(np.float32) * 0.1
+    signs_list = [1.0, -1.0, 1.0, 1.0, -1.0, -1.0]
+
+    def run(**options):
+        ad.reset()
+        x = ad.Tensor(a0)
+        acc = ad.Tensor(np.zeros((128, 128), np.float32))
+        outs, feed = [], iter(list(signs_list))
+
+        def step(i):
+            s = ad.Feeder(lambda: np.array(next(feed), np.float32), shape=[])
+            y = (x @ x).tanh() * s
+            ad.ir_if(y.sum() > 0, lambda: acc.copy_(acc + y), lambda: acc.copy_(acc * 0.5 - y))
+            ad.Receiver(lambda v: outs.append(v.copy()), [acc])
+        ad.ir_for(range(6), step)
+        ad.execute(device="opencl", **options)
+        return outs, opencl_executables[-1]
+    got, exe = run(team=True)
+    text = str(exe.stages["opencl"])
+    assert "team_sync" in text and "if (" in text
+    want, _ = run(team=False)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    y = np.tanh(a0.astype(np.float64) @ a0.astype(np.float64))
+    ref = np.zeros_like(y)
+    for s in signs_list:
+        ref = ref + s * y if (s * y).sum() > 0 else ref * 0.5 - s * y
+    np.testing.assert_allclose(got[-1], ref, rtol=1e-4, atol=1e-5)
