@@ -135,7 +135,7 @@ def _heavy_program(steps: int = 4):
     return params, got
 
 
-def _run(opencl_executables=None, **options):
+def _run(**options):
     ad.reset()
     params, got = _heavy_program()
     ad.execute(**options)

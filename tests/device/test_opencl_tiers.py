@@ -88,6 +88,7 @@ def test_team_chains_run_while_other_processes_leave_the_cores_free(monkeypatch)
     monkeypatch.setattr(tiers.Tier, "_done", lambda self: True)
     monkeypatch.setattr(tiers.Tier, "_use", use)
     clock = {"t": 0.0, "busy": 0.0, "own": 0.0}
+    monkeypatch.setattr(tiers, "_clock", lambda: clock["t"])
     monkeypatch.setattr(tiers, "_sample", lambda: (clock["t"], clock["busy"], clock["own"]))
 
     def after(seconds, others, own=2.0):        # cores busy meanwhile

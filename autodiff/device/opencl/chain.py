@@ -207,11 +207,13 @@ def _processes() -> int:
 SCRATCH = (-2, -1)
 
 
-def touches(reads, writes, off: dict, scratch: bool = False, flag: int | None = None):
-    """``(touched, written)`` arena word ranges ``[lo, hi)`` of a kernel statement reading
-    buffers ``reads`` and writing ``writes`` (``off``: word offset by buffer name), for
-    :func:`independent` (None when one of them has no offset); ``scratch``: its bodies pack operands into the shared scratch
-    (:data:`SCRATCH`); ``flag``: the word range of the index-error record it may set."""
+def touches(reads, writes, off: dict, scratch: bool = False,
+            flag: tuple[int, int] | None = None):
+    """``(touched, written)`` arena word ranges ``[lo, hi)`` (4-byte words) of a kernel
+    statement reading buffers ``reads`` and writing ``writes`` (``off``: word offset by
+    buffer name), for :func:`independent`; None when one of them has no offset.
+    ``scratch``: its bodies pack operands into the shared scratch (:data:`SCRATCH`);
+    ``flag``: the word range of the index-error record it may set."""
     if any(b.name not in off for b in (*reads, *writes)):
         return None                     # a buffer outside the arena's plan: no ranges
     span = lambda b: (off[b.name], off[b.name] + -(-b.nbytes // 4))  # noqa: E731
@@ -261,7 +263,7 @@ def team(name: str, bodies: list[Source], workers: int, sync: int, d=OPENCL) -> 
          f"  __global int* s_ = (__global int*)buf + {sync};",
          f"  int t_ = atomic_inc(s_ + {TICKET}), e_;"]
     end, since = 0, []
-    for k, b in enumerate(bodies):
+    for b in bodies:
         if since and not independent(since, b):
             L.append(f"  team_sync(s_, {workers});")
             since = []

@@ -124,8 +124,12 @@ def busy_s() -> float | None:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+def _clock() -> float:
+    return time.perf_counter()
+
+
 def _sample() -> tuple:
-    return time.perf_counter(), busy_s(), time.process_time()
+    return _clock(), busy_s(), time.process_time()
 
 
 @dataclass(eq=False)
@@ -157,6 +161,8 @@ class Tier:
     sample: tuple | None = None     # (wall s, machine busy s, this process's CPU s)
     busy: list = field(default_factory=list)
     swap_s: float = 0.0
+    ready: bool = False             # compiled (found so by step())
+    looked: float = float("-inf")   # when step() last looked for it
 
     def warm(self) -> bool:
         """Whether a helper has compiled every kernel of this tier into PoCL's cache."""
@@ -170,15 +176,19 @@ class Tier:
         """Before iteration ``k`` of ``exe``'s outermost loop (iterations ``start`` to
         ``stop``; no step list inside it is being run): start the helper (at
         :data:`ESTIMATE_AT`, when more than :data:`BACKGROUND_S` seconds remain), or, once
-        compiled, run team chains or tier 1 as the cores are free or not."""
-        if not self.kernels and not self._done():
-            if k - start == ESTIMATE_AT and self.helper is None and \
-                    exe._iter0 is not None and not self.warm():
-                per = (time.perf_counter() - exe._iter0[0]) / (k - start - 1)
-                if per * (stop - k) > BACKGROUND_S:
-                    self._start(exe.device, 0)
-                    self.compiled = "during"
-            return
+        compiled, run team chains or tier 1 as the cores are free or not. It looks at the
+        files and the cores' use at most every :data:`SAMPLE_S` seconds: other iterations
+        pay a clock read."""
+        if not self.ready:
+            if k - start == ESTIMATE_AT:
+                self._estimate(exe, k, start, stop)
+            now = _clock()
+            if now - self.looked < SAMPLE_S:
+                return
+            self.looked = now
+            if not self._done():
+                return
+            self.ready = True
         load = self.others()
         if load is None:
             return
@@ -187,6 +197,15 @@ class Tier:
                 self.busy.append(round(load, 2))
             self._use(exe, not self.team, k)
 
+    def _estimate(self, exe, k: int, start: int, stop: int) -> None:
+        """Start the helper now if the loop has more than :data:`BACKGROUND_S` seconds
+        left at the pace of its iterations ``start + 1`` to ``k``."""
+        if self.helper is None and exe._iter0 is not None and not self._done():
+            per = (_clock() - exe._iter0[0]) / (k - start - 1)
+            if per * (stop - k) > BACKGROUND_S:
+                self._start(exe.device, 0)
+                self.compiled = "during"
+
     def begin(self) -> None:
         """At the start of a run: the first sample of the cores' use."""
         self.sample = _sample()
@@ -194,14 +213,13 @@ class Tier:
     def others(self) -> float | None:
         """Cores other processes kept busy since the last sample (None until
         :data:`SAMPLE_S` seconds have passed; 0 where the machine does not tell)."""
-        t, busy, own = _sample()
         if self.sample is None:
-            self.sample = (t, busy, own)
+            self.sample = _sample()
             return None
         t0, busy0, own0 = self.sample
-        if t - t0 < SAMPLE_S:
+        if _clock() - t0 < SAMPLE_S:
             return None
-        self.sample = (t, busy, own)
+        self.sample = t, busy, own = _sample()
         if busy is None or busy0 is None:
             return 0.0
         return max(0.0, (busy - busy0) - (own - own0)) / (t - t0)
