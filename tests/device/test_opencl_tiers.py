@@ -96,7 +96,7 @@ def test_team_chains_run_while_other_processes_leave_the_cores_free(monkeypatch)
         clock["busy"] += (others + own) * seconds
         clock["own"] += own * seconds
     exe = SimpleNamespace(_iter0=None, device=None)
-    t.begin()
+    t.begin(exe)
     after(0.6 * tiers.SAMPLE_S, 0.0)
     t.step(exe, 1, 0, 100)
     assert used == []                           # the sample is too short yet

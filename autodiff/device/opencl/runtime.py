@@ -576,7 +576,7 @@ class Executable:
             self._prof = []
         tier = self.tier if self._prof is None else None    # a profile times tier 1
         if tier is not None:
-            tier.begin()
+            tier.begin(self)
         t_loops = cpu_loops = None
         try:
             self._exec(self.steps)

@@ -206,8 +206,12 @@ class Tier:
                 self._start(exe.device, 0)
                 self.compiled = "during"
 
-    def begin(self) -> None:
-        """At the start of a run: the first sample of the cores' use."""
+    def begin(self, exe) -> None:
+        """At the start of a run of ``exe``: the team kernels made if they are compiled
+        (so that no iteration waits for the program's build), and the first sample of
+        the cores' use."""
+        if not self.kernels and self.warm():
+            self._load(exe)
         self.sample = _sample()
 
     def others(self) -> float | None:
@@ -224,27 +228,32 @@ class Tier:
             return 0.0
         return max(0.0, (busy - busy0) - (own - own0)) / (t - t0)
 
-    def _use(self, exe, team: bool, k: int) -> None:
-        """Put the team bodies (``team``) or tier 1's back in place, before iteration
-        ``k``; the first time, build the program (from PoCL's cache) and make a kernel per
-        team launch."""
+    def _load(self, exe) -> None:
+        """Build the program (from PoCL's cache) and make a kernel per team launch."""
         import numpy as np
         import pyopencl as cl
         t = time.perf_counter()
+        with open(self.path) as f:
+            prg = cl.Program(exe.ctx, f.read()).build(devices=[exe.device])
+        for u in self.upgrades:
+            u.base = list(u.steps)
+            for la in u.launches:
+                la.kernel = cl.Kernel(prg, u.kernel[la])
+                la.kernel.set_arg(0, exe.arena)
+                for i, v in enumerate(u.args[la], 1):
+                    la.kernel.set_arg(i, np.int32(v))
+        self.kernels = True
+        if self.helper is not None:
+            self.helper.stop()
+            self.helper = None
+        self.swap_s += time.perf_counter() - t
+
+    def _use(self, exe, team: bool, k: int) -> None:
+        """Put the team bodies (``team``) or tier 1's back in place, before iteration
+        ``k`` (the kernels made first if they are not yet)."""
         if team and not self.kernels:
-            with open(self.path) as f:
-                prg = cl.Program(exe.ctx, f.read()).build(devices=[exe.device])
-            for u in self.upgrades:
-                u.base = list(u.steps)
-                for la in u.launches:
-                    la.kernel = cl.Kernel(prg, u.kernel[la])
-                    la.kernel.set_arg(0, exe.arena)
-                    for i, v in enumerate(u.args[la], 1):
-                        la.kernel.set_arg(i, np.int32(v))
-            self.kernels = True
-            if self.helper is not None:
-                self.helper.stop()
-                self.helper = None
+            self._load(exe)
+        t = time.perf_counter()
         for u in self.upgrades:
             u.steps[:] = u.body if team else u.base
         self.team = team
