@@ -237,6 +237,7 @@ def test_a_program_in_two_parts_gives_the_same_results(monkeypatch):
     l0, w0, _, st0 = _train(6, prejit=False, chain_work=0)
     assert st0["program_parts"] == 1 and len(st0["source_paths"]) == 1
     monkeypatch.setattr(prejit, "EARLY_NODES", 1)
+    monkeypatch.setattr(chain, "DISPATCH_MAX", 2)     # several dispatch kernels to split
     l1, w1, _, st1 = _train(6, chain_work=0)
     assert st1["program_parts"] == 2 and st1["prejit"] is True
     srcs = [Path(p).read_text() for p in st1["source_paths"]]
@@ -245,10 +246,12 @@ def test_a_program_in_two_parts_gives_the_same_results(monkeypatch):
     np.testing.assert_array_equal(w1, w0)
 
 
-def test_first_launches_lists_each_dispatch_kernel_once_in_launch_order(opencl_executables):
+def test_first_launches_lists_each_dispatch_kernel_once_in_launch_order(opencl_executables,
+                                                                      monkeypatch):
     """What the helper is given: every dispatch kernel of the program, once per local
     size, in the order the host first launches it."""
     from autodiff.device.opencl import _first_launches
+    monkeypatch.setattr(chain, "DISPATCH_MAX", 2)
     _train(3, chain_work=0)
     exe = opencl_executables[-1]
     names = {}

@@ -16,10 +16,9 @@ Arena layout: :mod:`autodiff.device.cstyle.arena`.
 from __future__ import annotations
 
 import dataclasses
-import os
+import math
 import re
 import time
-import zlib
 
 import numpy as np
 
@@ -32,7 +31,7 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored, prefetch_option
-from . import callback, chain, control, prejit, render, rings, split, tiers
+from . import callback, chain, control, prejit, render, rings, runs, split, tiers
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -86,7 +85,6 @@ class _Kernels:
         self.count = 0
         self.base = base                # float offset of the constants region
         self.constants: list = []       # lifted literals, by slot
-        self.done: dict = {}            # id(kernel statement) -> what _rendered gave
 
     def lift(self, src: Source) -> Source:
         """``src`` with each float literal of its body replaced by ``buf[p<n>_]``, a new
@@ -120,6 +118,20 @@ class _Kernels:
         device keeps itself (a Receiver ring, :mod:`.rings`); returns their offset."""
         at = self.base + len(self.constants)
         self.constants.extend([0.0] * words)
+        return at
+
+    def table(self, ints: list[int]) -> int:
+        """Non-negative ints (under 2^31 - 2^23: never a NaN's bits) stored bit for bit in
+        the constants region, for kernels that read it as ``int`` s (:mod:`.runs`);
+        returns their word offset.
+
+        Raises:
+            ValueError: an int out of that range."""
+        a = np.asarray(ints, np.int64)
+        if a.size and (a.min() < 0 or a.max() >= 0x7F800000):
+            raise ValueError(f"table: ints must be in [0, 0x7F800000), got {a.min()}..{a.max()}")
+        at = self.base + len(self.constants)
+        self.constants.extend(a.astype(np.int32).view(np.float32).tolist())
         return at
 
     def render(self, s, off, target, check=(1, None)) -> list:
@@ -212,7 +224,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
                                            s.max_iterations,
                                            recovers=top and _callbacks(s.cond + s.body)))
         elif isinstance(s, FeederWrite) and ring and \
-                (fed := _once(kernels, s, lambda: rings.feeder(s, off, kernels))) is not None:
+                (fed := rings.feeder(s, off, kernels)) is not None:
             _launch(steps, launches, fed[0], True, False)   # the copy joins the chain
             steps.append(fed[1])
         elif isinstance(s, FeederWrite):
@@ -220,7 +232,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead) and ring and \
                 (values := rings.parts(s, off)) is not None:
-            src, step = _once(kernels, s, lambda: rings.receiver(s, values, kernels))
+            src, step = rings.receiver(s, values, kernels)
             _launch(steps, launches, src, True, False)      # the copy joins the chain
             steps.append(step)
         elif isinstance(s, ReceiverRead):
@@ -229,23 +241,13 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
         elif isinstance(s, (CallbackRead, CallbackWrite)):     # a host boundary: callback.py
             steps.append(callback.steps_for(s, off, steps, storage))
         elif isinstance(s, Kernel):
-            work, counters, srcs = _once(kernels, s, lambda: _rendered(  # as rendered once
-                s, off, kernels, target, nodes, checked, guard))
+            work, counters, srcs = _rendered(s, off, kernels, target, nodes, checked, guard)
             for src in srcs:
                 _launch(steps, launches, src, work <= chain_work and not src.whole, counters,
                         team if teamed else 0)
         else:
             raise NotImplementedError(f"opencl: no step for {type(s).__name__}")
     return steps
-
-
-def _once(kernels: _Kernels, s, make):
-    """``make()`` for statement ``s`` the first time, what it gave then afterwards: a
-    second pass over the program (:mod:`.tiers`) shares the first one's ring and its
-    copy body (each ring is reserved once in the arena)."""
-    if id(s) not in kernels.done:
-        kernels.done[id(s)] = make()
-    return kernels.done[id(s)]
 
 
 def _rendered(s, off, kernels: _Kernels, target, nodes, checked, guard) -> tuple:
@@ -277,7 +279,7 @@ def _rendered(s, off, kernels: _Kernels, target, nodes, checked, guard) -> tuple
 
 
 def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
-              sync: int = -1) -> tuple[list, dict, dict]:
+              sync: int = -1, workers: int = 0) -> tuple[list, dict, dict]:
     """Give every launch its kernel. The entries -- a lone body (one entry per distinct
     body and guard) or a chain (rendered as a body) -- launched with the same local size
     share :func:`.chain.dispatch` kernels of at most ``most`` entries each (``most=1``:
@@ -285,7 +287,14 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
     work-group kernel stays itself. Returns the kernel sources and, per launch, its int
     arguments and its kernel's name (``Launch.name`` stays the entry's: profiles and
     flops are per entry). A chain of a launch with ``team`` set is a :func:`.chain.team`
-    chain synchronising through arena word ``sync`` on."""
+    chain synchronising through arena word ``sync`` on.
+
+    On a CPU device (``most > 1``) every dispatch launch is one work-item per work-group
+    (global size: the entry's work-groups; the first work-item of a group ran the whole
+    group's block function anyway), so entries of any local size share a kernel, in
+    first-launch order, and each dispatch kernel is compiled for one local size, ``(1, 1,
+    1)``. With ``workers`` (and ``sync``), each dispatch kernel also has a team mode
+    (:func:`.chain.team_branch`) for :mod:`.runs`."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
     blocks: set = set()         # bodies whose block function the program holds
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
@@ -325,25 +334,40 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
             # a team chain is a dispatch kernel of its own (PoCL compiles a kernel with all
             # it calls: two team chains in one kernel would be compiled as one)
             at = (tuple(src.local_size), key) if la.team and len(members) > 1 \
-                else tuple(src.local_size)
+                else (1, 1, 1) if most > 1 else tuple(src.local_size)
             group = entries.setdefault(at, {})
             if key not in group:
                 group[key] = (len(group), src, len(members) > 1)
             where[la] = (at, group[key][0], a)
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
+        if most > 1 and not m.whole and not (la.team and len(members) > 1):
+            la.global_size, la.local_size = chain.groups(src), (1, 1, 1)
         la.rand = any(philox.uses_iteration_words(m.src) for m in members)
-    names: dict = {}            # (local size, position // most) -> kernel
+    slot: dict = {}             # (local size, position) -> (kernel, case)
     for local, group in entries.items():
         items = sorted(group.values(), key=lambda x: x[0])
-        for j in range(0, len(items), most):
-            part = [e for _, e, _ in items[j:j + most]]
+        if most > 1 and local == (1, 1, 1):
+            # entries launched one after the other share a kernel where they can: a team
+            # run (runs.py) is a run of launches of one kernel
+            uses = [k for la, (at, k, _) in where.items() if at == local]
+            chunks = runs.partition(uses, len(items), most)
+        else:
+            chunks = [range(j, min(j + most, len(items))) for j in range(0, len(items), most)]
+        for chunk in chunks:
+            part = [items[i][1] for i in chunk]
+            j = chunk[0]
             if most > 1:
                 for e in part:                  # each entry's block function once
                     if e.name not in blocks:
                         blocks.add(e.name)
                         out.append(Source(f"{e.name}_block", chain.block_function(e),
                                           (1,), (1,)))
-                src = chain.dispatch(f"d{len(out)}_x{len(part)}", part)
+                team = (workers, sync) if workers and sync >= 0 and local == (1, 1, 1) \
+                    else None
+                if team is not None and "team_sync" not in blocks:
+                    blocks.add("team_sync")
+                    out.append(Source("team_sync", chain.TEAM_SYNC, (1,), (1,)))
+                src = chain.dispatch(f"d{len(out)}_x{len(part)}", part, team=team)
             elif items[j][2]:                   # a chain kernel
                 src = part[0]
             else:                               # a guarded body: its own wrapper
@@ -351,44 +375,13 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
                 src = chain.wrap(part[0], name=f"{part[0].name}_g{len(out)}"
                                  if guarded else part[0].name)
             out.append(src)
-            names[local, j // most] = src
+            slot.update({(local, i): (src, case) for case, i in enumerate(chunk)})
     for la, (local, k, a) in where.items():
-        src = names[local, k // most]
+        src, case = slot[local, k]
         kernel[la] = src.name
-        args[la] = (k % most,) + tuple(a) + (0,) * (len(src.params) - 5 - len(a)) + \
+        args[la] = (case,) + tuple(a) + (0,) * (len(src.params) - 5 - len(a)) + \
             chain.ONCE if most > 1 else a
     return out, args, kernel
-
-
-def _tier(upgrades: list, team_by: dict, kernels: _Kernels, counters: bool, sync: int,
-          device):
-    """The second tier (:class:`.tiers.Tier`) of ``upgrades``: their team launches'
-    kernels (:func:`_wrappers` of those launches of ``team_by``) in a program of their own,
-    written to its source file (team chains synchronising at arena word ``sync``); None
-    when there is nothing to upgrade."""
-    if not upgrades:
-        return None
-    mine = {la: team_by[la] for u in upgrades for la in u.launches}
-    sources, args, kernel = _wrappers(mine, chain.DISPATCH_MAX, sync)
-    bodies = [b for b in kernels.bodies if not b.whole]
-    calls = split.callees(bodies + sources)
-    keep = set().union(*(split.closure(k, calls) for k in set(kernel.values())))
-    text = render.program([x for x in bodies + sources if x.name in keep]) + \
-        ("\n" + control.SOURCE if counters else "")
-    for u in upgrades:
-        u.kernel = {la: kernel[la] for la in u.launches}
-        u.args = {la: args[la] for la in u.launches}
-    seen, first = set(), []
-    for u in upgrades:
-        for la in u.launches:
-            if kernel[la] not in seen:
-                seen.add(kernel[la])
-                first.append((kernel[la], tuple(la.global_size), tuple(la.local_size)))
-    path = write_source(text)
-    # the marker lives in PoCL's cache: emptying the cache removes it too
-    key = zlib.crc32(f"{os.path.basename(path)}|{prejit.label(device)}".encode())
-    marker = os.path.join(prejit.pocl_cache_dir(), f"autodiff-tier-{key:08x}.jit")
-    return tiers.Tier(path, upgrades, first, marker, source=text)
 
 
 def _parts(sources: list, kernels: set, n: int, counters: bool) -> tuple[list[str], dict]:
@@ -471,8 +464,8 @@ def _mark_blocks(steps, launch_args: dict, dispatched: set) -> None:
                 type(s.body[lead]) is Launch and \
                 all(type(x) is RingReceive and x.slots == RING for x in s.body[lead + 1:]):
             la = s.body[lead]
-            if la in dispatched and tuple(la.global_size) == (1,) and \
-                    tuple(la.local_size) == (1,):
+            if la in dispatched and math.prod(la.global_size) == 1 and \
+                    math.prod(la.local_size) == 1:
                 la.reps_arg = len(launch_args[la]) - 3
                 s.block, s.lead = RING, lead
         for blk in _blocks(s):
@@ -628,26 +621,29 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     nodes = {n.id: n for g in (graph, prog.graph or graph) for n in g.walk()}
     sites = [n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)]
     checked: list = []
-    # team chains: from the start (team=True), as a second tier compiled in the background
-    # (the default, where a pre-JIT helper can run: tiers.py), or none (team=False)
+    # team chains from the start (team=True); by default team runs of tier 1's kernels,
+    # swapped in while other processes leave the cores free (runs.py, tiers.py); or
+    # neither (team=False)
     workers = chain.team_size(dev) if options.get("team") is not False else 0
-    tiered = workers > 0 and options.get("team") is None and "chain_work" not in options \
-        and options.get("prejit", True) and prejit.enabled(dev)
-
-    def steps_for(launches: dict, team: int) -> list:
-        return _steps(prog.body, off, kernels_, launches, chain_work, tgt,
-                      (nodes, iter(sites), checked),
-                      prefetch=prefetch_option(options.get("prefetch")),
-                      light="chain_work" not in options, team=team)
-    steps = steps_for(by_launch, 0 if tiered else workers)
-    team_by: dict = {}
-    team_steps = steps_for(team_by, workers) if tiered else None
+    ran = workers > 0 and options.get("team") is None and "chain_work" not in options
+    steps = _steps(prog.body, off, kernels_, by_launch, chain_work, tgt,
+                   (nodes, iter(sites), checked),
+                   prefetch=prefetch_option(options.get("prefetch")),
+                   light="chain_work" not in options, team=0 if ran else workers)
     sync = -1
-    if any(la.team and len(m) > 1 for la, (_, m) in [*by_launch.items(), *team_by.items()]):
+    if ran or any(la.team and len(m) > 1 for la, (_, m) in by_launch.items()):
         sync = kernels_.reserve(chain.SYNC_WORDS + 15)
         sync += -sync % 16                  # 64-byte lines
     sources, launch_args, launch_kernel = _wrappers(
-        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1, sync)
+        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1, sync, workers if ran else 0)
+    switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
+    _mark_blocks(steps, launch_args, {la for la in by_launch if launch_kernel[la] in switch})
+    tier = None
+    if ran:
+        ups = runs.upgrades(steps, {la: m for la, (_, m) in by_launch.items()}, launch_kernel,
+                            launch_args, {x.name for x in sources if chain.has_team_mode(x)},
+                            workers, kernels_.table)
+        tier = tiers.Tier(ups) if ups else None
     launches = list(by_launch)
     bodies = kernels_.bodies
     counters = any(getattr(la, "counters", False) for la in launches)
@@ -670,18 +666,14 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     arena_bytes += constants.nbytes         # the constants region ends the arena
     check_arena(arena_bytes, dev)          # before anything is built or run
     paths = [write_source(x) for x in texts]
-    switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
-    _mark_blocks(steps, launch_args, {la for la in launches if launch_kernel[la] in switch})
-    tier = _tier(tiers.plan(steps, team_steps), team_by, kernels_, counters, sync, dev) \
-        if team_steps else None
-    if tier is not None:
-        texts.append(tier.source)
     # each part's kernels together, in first-launch order: this process compiles the first
     # part's from the front, the helper the last part's from the back
     first = sorted([(part_of[n], n, g, loc)
                     for n, g, loc in _first_launches(steps, launch_kernel, switch)],
                    key=lambda x: x[0])
     programs = _build(ctx, dev, paths, first, helper, stats, options)
+    if tier is not None:
+        tier.make = lambda name: cl.Kernel(programs.get(part_of[name]), name)  # noqa: E731
     prg = programs.get(0)
     kern = {n: cl.Kernel(prg, n) for n in [philox.SET_KERNEL] +
             ([control.SET_KERNEL] if counters else [])}

@@ -222,15 +222,17 @@ def touches(reads, writes, off: dict, scratch: bool = False,
     return [span(b) for b in reads] + written, written
 
 
-def independent(group: list[Source], body: Source) -> bool:
+def independent(group: list[Source], body: Source, follows: bool = False) -> bool:
     """Whether ``body`` may run at the same time as the bodies of ``group`` (the bodies
     since a team chain's last barrier): every one has its word ranges (``touch``, set by
     the device's compile: :func:`touches`), none is guarded or a later part of the same
-    statement as the one before it (``after``: a matmul after its packs), and neither
+    statement as the one before it (``after``: a matmul after its packs; ``follows``: the
+    body runs after that one on the same worker anyway, in one chain entry), and neither
     side writes a word the other touches."""
     def clear(b):
         return getattr(b, "touch", None) is not None and getattr(b, "guard", None) is None
-    if not clear(body) or getattr(body, "after", False) or not all(map(clear, group)):
+    if not clear(body) or getattr(body, "after", False) and not follows or \
+            not all(map(clear, group)):
         return False
     overlap = lambda xs, ys: any(a < d and c < b for a, b in xs for c, d in ys)  # noqa: E731
     t, w = body.touch
@@ -284,6 +286,13 @@ def team(name: str, bodies: list[Source], workers: int, sync: int, d=OPENCL) -> 
     return Source(name, "\n".join(L), (workers,), (1,), sum(b.flops for b in bodies))
 
 
+def groups(body: Source) -> tuple[int, int, int]:
+    """Work-groups of ``body`` 's NDRange along each of the three axes."""
+    g = tuple(body.global_size) + (1,) * (3 - len(body.global_size))
+    loc = tuple(body.local_size) + (1,) * (3 - len(body.local_size))
+    return tuple(-(-g[i] // loc[i]) for i in range(3))
+
+
 def loop_function(body: Source, d=OPENCL) -> str:
     """``void name_loop(buf, int params..., n0, n1, n2)``: ``body`` over the index space
     ``n2 x n1 x n0``, never inlined. Chains call it instead of inlining the body's loops
@@ -333,7 +342,8 @@ DISPATCH_MAX = 24
 ONCE = (1, -1, -1, 0)
 
 
-def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
+def dispatch(name: str, entries: list[Source], d=OPENCL,
+             team: tuple[int, int] | None = None) -> Source:
     """One kernel running any of ``entries`` (bodies rendered with :data:`~.dialect.BODY`,
     or chains rendered ``as_body``) over their NDRange: ``switch`` on its first int
     argument ``which`` (the entry's position), then the entry's own int parameters as
@@ -354,15 +364,20 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
     between iterations: ``ctr`` is -1 or the arena word of the loop's counter
     (:mod:`.control`), which goes up by one; ``wrd`` is -1 or the arena word of the Philox
     iteration word the loop's index enters (:func:`autodiff.graph.rng.iteration_words`),
-    which goes up by ``wstep`` (a uint32 bit pattern, wrapping)."""
+    which goes up by ``wstep`` (a uint32 bit pattern, wrapping).
+
+    ``team``: ``(workers, sync)`` adds the team mode (:func:`team_branch`): a ``which``
+    under -1 runs a :mod:`.runs` table of entries as one team launch."""
     n = max(len(e.params) for e in entries)
     params = ["const int which"] + [f"const int p{i}_" for i in range(n)] + \
         ["const int reps", "const int ctr", "const int wrd", "const int wstep"]
     first = " | ".join(d.index("local", i) for i in range(3))
     L = [d.signature(name, [f"{d.pointer()} restrict buf"] + params) + " {",
          f"  if ({first}) return;",
-         "  const int " + ", ".join(f"b{i} = {d.index('group', i)}" for i in range(3)) + ";",
-         "  for (int r_ = 0; r_ < reps; r_++) {", "  switch (which) {"]
+         "  const int " + ", ".join(f"b{i} = {d.index('group', i)}" for i in range(3)) + ";"]
+    if team is not None:
+        L += team_branch(entries, *team, d)
+    L += ["  for (int r_ = 0; r_ < reps; r_++) {", "  switch (which) {"]
     for k, e in enumerate(entries):
         args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))]
                          + ["b0", "b1", "b2"])
@@ -371,3 +386,54 @@ def dispatch(name: str, entries: list[Source], d=OPENCL) -> Source:
           "  if (wrd >= 0) ((__global uint*)buf)[wrd] += (uint)wstep;", "  }", "}"]
     return Source(name, "\n".join(L), entries[0].global_size, entries[0].local_size,
                   params=tuple(params))
+
+
+def has_team_mode(kernel: Source) -> bool:
+    """Whether ``kernel`` is a :func:`dispatch` kernel with a :func:`team_branch`."""
+    return TEAM_MODE in kernel.src
+
+
+#: the first line of a :func:`team_branch`
+TEAM_MODE = "  if (which < -1) {"
+
+#: a team table row (:func:`team_branch`): barrier first (0/1), the entry's case, its
+#: groups along axis 0, along axes 0 and 1 together, in all, then its int parameters
+ROW_HEAD = 5
+
+
+def team_branch(entries: list[Source], workers: int, sync: int, d=OPENCL) -> list[str]:
+    """The team mode of a :func:`dispatch` kernel: with ``which < -1`` (-1 runs nothing: the
+    pre-JIT's launch, :mod:`.prejit`) the kernel is launched as ``workers`` one-work-item
+    work-groups (one per PoCL worker thread) that run the entries listed in the arena
+    table at word ``-2 - which`` -- its length, then a row per
+    entry of :data:`ROW_HEAD` ints and the entry's parameters -- one after the other, as a
+    :func:`team` chain does: the workers take the entries' work-groups by ticket (arena
+    word ``sync + TICKET``), meet at a :data:`TEAM_SYNC` barrier where a row asks for one
+    and at the end, and worker 0 then resets the ticket counter.
+
+    The table is data, not code: the same kernel, already compiled for its one-by-one
+    launches (every launch of a dispatch kernel is one work-item per work-group: PoCL's
+    work-group function for ``(1, 1, 1)``), runs any sequence of its entries, so a team
+    launch needs no compile of its own (:mod:`.runs`)."""
+    width = ROW_HEAD + max(len(e.params) for e in entries)
+    L = [TEAM_MODE,
+         "    __global const int* T_ = (__global const int*)buf + (-2 - which);",
+         f"    __global int* s_ = (__global int*)buf + {sync};",
+         f"    int t_ = atomic_inc(s_ + {TICKET}), e_ = 0;",
+         "    for (int r_ = 0; r_ < T_[0]; r_++) {",
+         f"      __global const int* E_ = T_ + 1 + r_*{width};",
+         f"      if (E_[0]) team_sync(s_, {workers});",
+         "      const int s0_ = e_;",
+         f"      for (e_ += E_[4]; t_ < e_; t_ = atomic_inc(s_ + {TICKET})) {{",
+         "        const int q_ = t_ - s0_;",
+         "        const int c0_ = q_ % E_[2], c1_ = q_ % E_[3] / E_[2], c2_ = q_ / E_[3];",
+         "        switch (E_[1]) {"]
+    for k, e in enumerate(entries):
+        args = ", ".join(["buf"] + [f"E_[{ROW_HEAD + i}]" for i in range(len(e.params))]
+                         + ["c0_", "c1_", "c2_"])
+        L.append(f"        case {k}: {_guarded(e)}{e.name}_block({args}); break;")
+    L += ["        }", "      }", "    }",
+          f"    team_sync(s_, {workers});",
+          f"    if ({d.index('group', 0)} == 0) atomic_xchg(s_ + {TICKET}, 0);",
+          "    return;", "  }"]
+    return L

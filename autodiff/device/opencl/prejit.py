@@ -114,17 +114,6 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def pocl_cache_dir() -> str:
-    """The directory of PoCL's kernel cache, as PoCL 3.1 chooses it (``pocl_cache.c``):
-    ``POCL_CACHE_DIR``, else ``$XDG_CACHE_HOME/pocl/kcache``, else
-    ``~/.cache/pocl/kcache``."""
-    if os.environ.get("POCL_CACHE_DIR"):
-        return os.environ["POCL_CACHE_DIR"]
-    if os.environ.get("XDG_CACHE_HOME"):
-        return os.path.join(os.environ["XDG_CACHE_HOME"], "pocl", "kcache")
-    return os.path.join(os.path.expanduser("~"), ".cache", "pocl", "kcache")
-
-
 def label(device) -> str:
     """``"<platform name> <device name>"``, as :func:`.device.candidates` labels it."""
     return f"{device.platform.name} {device.name}"
@@ -233,11 +222,6 @@ def compile_all(ctx, device, programs: Programs, launches: list,
     return helper is not None, mine
 
 
-#: helpers left to finish on their own (:meth:`Helper.detach`), kept until they are
-#: reaped (a dropped ``Popen`` of a running process warns)
-_DETACHED: list = []
-
-
 class Helper:
     """A running helper process (:func:`start`) and its claims directory."""
 
@@ -245,14 +229,12 @@ class Helper:
         self.proc, self.claims = proc, claims
         self.mine = None                # the part it builds (:meth:`send`)
 
-    def send(self, paths: list[str], launches: list, mine: int | None = None,
-             marker: str | None = None) -> None:
+    def send(self, paths: list[str], launches: list, mine: int | None = None) -> None:
         """Give the helper the program (its parts' source files ``paths``) and the
         ``launches`` to compile (as :func:`compile_all`); ``mine``: the part it builds
-        first (and signals); ``marker``: a file it creates once it has compiled them all."""
+        first (and signals)."""
         self.mine = mine
         spec = {"sources": list(paths), "claims": self.claims, "mine": mine,
-                "marker": marker,
                 "launches": [[p, n, list(g), list(loc)] for p, n, g, loc in launches]}
         try:
             self.proc.stdin.write((json.dumps(spec) + "\n").encode())
@@ -278,23 +260,6 @@ class Helper:
                 self.proc.poll() is None and time.perf_counter() < end:
             time.sleep(0.002)
 
-    def detach(self, nice: int = 19) -> None:
-        """Let the helper finish on its own, ``nice`` steps below this process's priority
-        (it removes its claims directory when done); this object then no longer stops
-        it."""
-        p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            shutil.rmtree(self.claims, ignore_errors=True)
-            return
-        try:
-            os.setpriority(os.PRIO_PROCESS, p.pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
-        except OSError:
-            pass
-        _DETACHED[:] = [q for q in _DETACHED if q.poll() is None] + [p]   # reaped later
-        open(os.path.join(self.claims, "orphan"), "w").close()
-        if os.path.exists(os.path.join(self.claims, "done")):   # it ended meanwhile
-            shutil.rmtree(self.claims, ignore_errors=True)
-
     def stop(self) -> None:
         """End the helper if it is still running (what it wrote stays in the cache) and
         remove its claims directory."""
@@ -314,12 +279,11 @@ class Helper:
         self.stop()
 
 
-def start(device, claims: str | None = None, key: int = 0, nice: int = 0) -> Helper | None:
+def start(device, claims: str | None = None, key: int = 0) -> Helper | None:
     """Start a helper process for ``device`` claiming kernels in directory ``claims`` (a
     fresh one by default); unless :meth:`Helper.send` has given it a program by then, it
-    warms PoCL's compiler up by building :data:`WARM_SOURCE` with ``key``. ``nice``: its
-    scheduling niceness increment (a background compile that yields the cores). Returns
-    None if the process cannot start."""
+    warms PoCL's compiler up by building :data:`WARM_SOURCE` with ``key``. Returns None
+    if the process cannot start."""
     claims = claims or tempfile.mkdtemp(prefix="autodiff-prejit-")
     try:
         p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device),
@@ -329,11 +293,6 @@ def start(device, claims: str | None = None, key: int = 0, nice: int = 0) -> Hel
     except OSError:
         shutil.rmtree(claims, ignore_errors=True)
         return None
-    if nice:        # set from here: a preexec_fn is unsafe in a process with threads (PoCL's)
-        try:
-            os.setpriority(os.PRIO_PROCESS, p.pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
-        except OSError:
-            pass
     return Helper(p, claims)
 
 
@@ -369,12 +328,7 @@ def _main() -> None:
             break
         part, *la = launches[i]
         launch_noop(q, program(part), buf, la).wait()
-    else:
-        if spec.get("marker"):
-            open(spec["marker"], "w").close()
     open(os.path.join(spec["claims"], "done"), "w").close()
-    if os.path.exists(os.path.join(spec["claims"], "orphan")):     # Helper.detach
-        shutil.rmtree(spec["claims"], ignore_errors=True)
 
 
 if __name__ == "__main__":

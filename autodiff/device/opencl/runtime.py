@@ -586,11 +586,9 @@ class Executable:
             cpu_loops = time.process_time()
         finally:
             if tier is not None:
-                tier.finish(self.device)
                 self.stats["team_switches"] = list(tier.switches)
                 self.stats["team_busy"] = list(tier.busy)
                 self.stats["team_swap_s"] = tier.swap_s
-                self.stats["team_compiled"] = tier.compiled
             with deferred_interrupts():     # the variables are read back whole
                 q.finish()
                 self._events, self._record, self._ckpts = [], None, []
