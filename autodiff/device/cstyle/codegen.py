@@ -36,7 +36,9 @@ from .target import Target
 
 #: B contiguous along K is transposed into scratch when C has at least this many rows
 #: (the 8x16 broadcast tile then beats the 4x4 dot-product tile by 2-10x on PoCL); for
-#: fewer rows the transpose would cost more than the product
+#: fewer rows the transpose would cost more than the product, and so it does for fewer
+#: columns than the broadcast tile's 16 (W4's output layer, [64, 256] @ W.T with W [10,
+#: 256]: transpose 3.8 us + 16-wide tiles 8.5 us -> dot form 5.2 us, PoCL, one thread)
 PACK_MIN_ROWS = 64
 
 #: float offset of the index-error record in every arena (int32 words, host-initialised
@@ -613,7 +615,8 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
                                offsets[SCRATCH_B], offsets, d, width))
         b = K.Ref(offsets[SCRATCH_B], (0, 0), panel=True)
     else:
-        if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS:
+        if b is not None and b.const is None and b.strides[-1] != 1 and M >= PACK_MIN_ROWS \
+                and N >= K.TN:
             b = None      # B runs along K: packing it (a transpose) beats the dot form
         if Kd and (a is None or b is None) and SCRATCH_A in offsets:
             # an operand that is not a strided array (head split/merge views, computed

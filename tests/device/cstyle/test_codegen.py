@@ -54,6 +54,12 @@ def test_dot_product_picks_tiles_and_packs_transposed_b():
                        Load(w, flat([X, K], (40, 24))), (Output(out, flat([Y, X], (6, 40)), Acc()),))
     srcs = codegen.dot_product("mm2", small, offs, d=OPENCL)
     assert len(srcs) == 1 and "_hsum16" in srcs[0].src     # few rows: dot-product form
+    w10, out10 = _buf("w10", (10, 24)), _buf("out10", (96, 10))
+    narrow = DotProduct((96, 10), (Ym, Var("N", 10)), K, Load(a, flat([Ym, K], (96, 24))),
+                        Load(w10, flat([Var("N", 10), K], (10, 24))),
+                        (Output(out10, flat([Ym, Var("N", 10)], (96, 10)), Acc()),))
+    srcs = codegen.dot_product("mm3", narrow, {**offs, "w10": 7000, "out10": 8000}, d=OPENCL)
+    assert len(srcs) == 1 and "_hsum16" in srcs[0].src     # few columns: no transpose
 
 
 def test_const_operand_is_a_literal():
