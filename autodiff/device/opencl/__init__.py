@@ -572,12 +572,13 @@ def compile(graph, report=None, opencl_device: str | None = None,
             1`` on, a light loop's Feeders go through rings too); an explicit
             ``chain_work`` also turns off the chaining of whole light loop bodies
             (:data:`.chain.LIGHT_BODY`) and the team chains of heavier ones;
-            ``team`` runs a heavier loop body's kernels as :func:`.chain.team` chains (one
-            work-group per PoCL worker thread, on a PoCL CPU device with two or more):
-            ``True`` from the first iteration, ``False`` never (one launch per kernel), the
-            default as a second tier (:mod:`.tiers`: compiled in the background, swapped
-            in between iterations while other processes leave the cores free; the first
-            iteration as early as without). Others are ignored here.
+            ``team`` shares a heavier loop body's kernels among the PoCL worker threads
+            in few launches (one work-group per thread, on a PoCL CPU device with two or
+            more): by default as team runs of the dispatch kernels (:mod:`.runs`),
+            swapped in between iterations while other processes leave the cores free
+            (:mod:`.tiers`); ``True``: each body one :func:`.chain.team` chain (a kernel
+            of its own, compiled with the program) from the first iteration; ``False``:
+            one launch per kernel. Others are ignored here.
 
     Returns:
         An :class:`~.runtime.Executable`.

@@ -531,7 +531,7 @@ class Executable:
                                     self.prefetch + 1, 2 * RING + 1)
         self._staging = Staging(ctx, queue)
         self._flags: list = []           # host arrays for reads of the error record
-        self.tier = None                 # team chains swapped in while it runs (tiers.py)
+        self.tier = None                 # team runs swapped in while it runs (tiers.py)
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, store: dict) -> None:
