@@ -208,12 +208,14 @@ def _sampled(i):
 @needs_team
 def test_team_runs_give_the_numbers_of_one_launch_per_kernel(opencl_executables, monkeypatch):
     """From the first run of a program (nothing compiled beyond tier 1): team runs in
-    place from iteration 2 or 3 on, fewer launches per iteration, and losses and weights
-    bit for bit those of one launch per kernel."""
+    place from iteration 2 or 3 on, fewer launches per iteration, no small kernels
+    chained, and losses and weights bit for bit those of one launch per kernel."""
     _teamed(monkeypatch)
     p_one, l_one, one = _run(opencl_executables, 6, team=False)
     p, got, exe = _run(opencl_executables, 6, _sampled)
     assert exe.stats["team_launches"] > 0 and one.tier is None
+    # the heavy body chains none of its small kernels (a chain is one work-group)
+    assert exe.stats["chains"] == 0 < one.stats["chains"]
     (k, kind), = exe.stats["team_switches"]
     assert kind == "team" and k <= 3
     body = next(s for s in exe.steps if type(s) is Loop).body
