@@ -74,6 +74,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
             autodiff.execute = functools.partial(autodiff.execute, **dict(system.options))
         w = WORKLOADS.get(workload)
         if w is None:
+            steps = result["steps"] = steps or charlm.config().steps   # the example's own
             outcome = charlm.run(system.mode, steps) if system.framework == "autodiff" \
                 else charlm.run_peer(system.framework, system.mode, steps)
             flops, metrics = charlm.flops(), {}
