@@ -288,9 +288,9 @@ def _rendered(s, off, kernels: _Kernels, target, nodes, checked, guard) -> tuple
 def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
               sync: int = -1, workers: int = 0) -> tuple[list, dict, dict]:
     """Give every launch its kernel. The entries -- a lone body (one entry per distinct
-    body and guard) or a chain (rendered as a body) -- launched with the same local size
-    share :func:`.chain.dispatch` kernels of at most ``most`` entries each (``most=1``:
-    every entry its own NDRange wrapper or chain kernel, as on a GPU); a complete
+    body and guard) or a chain (rendered as a body) -- share :func:`.chain.dispatch`
+    kernels of at most ``most`` entries each (``most=1``: every entry its own NDRange
+    wrapper or chain kernel, as on a GPU, grouped by local size); a complete
     work-group kernel stays itself. Returns the kernel sources and, per launch, its int
     arguments and its kernel's name (``Launch.name`` stays the entry's: profiles and
     flops are per entry). A chain of a launch with ``team`` set is a :func:`.chain.team`
@@ -298,9 +298,9 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
 
     On a CPU device (``most > 1``) every dispatch launch is one work-item per work-group
     (global size: the entry's work-groups; the first work-item of a group ran the whole
-    group's block function anyway), so entries of any local size share a kernel, in
-    first-launch order, and each dispatch kernel is compiled for one local size, ``(1, 1,
-    1)``. With ``workers`` (and ``sync``), each dispatch kernel also has a team mode
+    group's block function anyway), so entries of any local size share a kernel (which
+    entries: :func:`.runs.partition`, consecutive launches together), and each dispatch
+    kernel is compiled for one local size, ``(1, 1, 1)``. With ``workers`` (and ``sync``), each dispatch kernel also has a team mode
     (:func:`.chain.team_branch`) for :mod:`.runs`."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
     blocks: set = set()         # bodies whose block function the program holds
