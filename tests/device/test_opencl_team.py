@@ -2,6 +2,7 @@
 bodies may share a phase between two barriers, how many work-groups a team gets, and that
 a heavy loop body run as team chains computes exactly what its kernels launched one by
 one compute."""
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -172,16 +173,20 @@ def test_a_heavy_loop_body_runs_as_team_chains_with_the_same_numbers(opencl_exec
     np.testing.assert_allclose(l_team, l_ref, rtol=2e-5)
 
 
+@pytest.mark.parametrize("team", [True, None], ids=["chain", "runs"])
 def test_a_branch_decided_on_the_device_inside_a_team_chain(opencl_executables,
-                                                            monkeypatch):
+                                                            monkeypatch, team):
     """``ir_if`` on a tensor inside a heavy loop body: its guarded kernels join the team
-    chain (every worker evaluates the guard, consumes the guarded body's tickets and meets
-    the others at the barriers); both branches are taken over the iterations, and the
-    results equal the kernels launched one by one, bit for bit."""
-    from autodiff.device.opencl import context
+    chain, or the team runs of the dispatch kernels (every worker evaluates the guard,
+    consumes the guarded body's tickets and meets the others at the barriers); both
+    branches are taken over the iterations run as a team, and the results equal the
+    kernels launched one by one, bit for bit."""
+    from autodiff.device.opencl import context, runs, tiers
     if chain.team_size(context()[1]) == 0:
         pytest.skip("team chains need a PoCL pthread device with two or more threads")
     monkeypatch.setattr(chain, "LIGHT_BODY", 0)
+    monkeypatch.setattr(runs, "MIN_SAVING_S", 0.0)
+    monkeypatch.setattr(tiers, "BUSY", float("inf"))     # the suite's other workers
     rng = np.random.default_rng(6)
     a0 = rng.standard_normal((128, 128)).astype(np.float32) * 0.1
     signs_list = [1.0, -1.0, 1.0, 1.0, -1.0, -1.0]
@@ -190,19 +195,27 @@ def test_a_branch_decided_on_the_device_inside_a_team_chain(opencl_executables,
         ad.reset()
         x = ad.Tensor(a0)
         acc = ad.Tensor(np.zeros((128, 128), np.float32))
-        outs, feed = [], iter(list(signs_list))
+        outs, feed, calls = [], iter(list(signs_list)), iter(range(6))
+
+        def sign():
+            if next(calls) == 1:                  # a sample of the cores: runs from 2 or 3
+                time.sleep(2 * tiers.SAMPLE_S)
+            return np.array(next(feed), np.float32)
 
         def step(i):
-            s = ad.Feeder(lambda: np.array(next(feed), np.float32), shape=[])
+            s = ad.Feeder(sign, shape=[])
             y = (x @ x).tanh() * s
             ad.ir_if(y.sum() > 0, lambda: acc.copy_(acc + y), lambda: acc.copy_(acc * 0.5 - y))
             ad.Receiver(lambda v: outs.append(v.copy()), [acc])
         ad.ir_for(range(6), step)
         ad.execute(device="opencl", **options)
         return outs, opencl_executables[-1]
-    got, exe = run(team=True)
+    got, exe = run(team=team)
     text = str(exe.stages["opencl"])
     assert "team_sync" in text and "if (" in text
+    if team is None:
+        (k, kind), = exe.stats["team_switches"]
+        assert kind == "team" and k <= 3
     want, _ = run(team=False)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
