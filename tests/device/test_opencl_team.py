@@ -41,7 +41,9 @@ def test_touches_gives_word_ranges_of_reads_and_writes():
     assert sorted(touched) == [(0, 100), (100, 200), (200, 250)]
     _, written = chain.touches([A], [B], OFF, scratch=True, flag=(8, 16))
     assert chain.SCRATCH in written and (8, 16) in written
-    assert chain.touches([A, _buf("elsewhere", 4)], [B], OFF) is None
+    # a buffer with no arena offset is a fused group's register: it touches nothing
+    assert chain.touches([A, _buf("register", 4)], [B, _buf("reg2", 4)], OFF) == \
+        ([(0, 100), (100, 200)], [(100, 200)])
 
 
 def test_independent_bodies_share_a_phase_and_every_hazard_splits_it():
