@@ -190,6 +190,25 @@ def _run(opencl_executables, steps, hook=None, **options):
     return [p.numpy() for p in net.parameters()], got, opencl_executables[-1]
 
 
+def test_a_sample_from_the_end_of_the_compile_decides_the_first_iteration(monkeypatch):
+    """``watch()`` at the end of the compile starts the first sample, so that the check
+    before iteration 0 already covers SAMPLE_S seconds (the host enqueues iterations
+    ahead: a sample first taken at the run's start decided only several iterations in)."""
+    from types import SimpleNamespace
+    t = tiers.Tier([])
+    used = []
+    monkeypatch.setattr(tiers.Tier, "_use", lambda self, exe, team, k: used.append((k, team)))
+    clock = {"t": 0.0}
+    monkeypatch.setattr(tiers, "_clock", lambda: clock["t"])
+    monkeypatch.setattr(tiers, "_sample", lambda: (clock["t"], 2.0 * clock["t"], 2.0 * clock["t"]))
+    t.watch()
+    clock["t"] += 2 * tiers.SAMPLE_S             # parameters uploaded, first launches made
+    exe = SimpleNamespace()
+    t.begin(exe)
+    t.step(exe, 0, 0, 100)
+    assert used == [(0, True)]
+
+
 def _teamed(monkeypatch):
     """Heavy bodies (no whole-body chain), any saving worth team runs, other processes
     ignored (the test suite's other workers)."""

@@ -602,10 +602,13 @@ def compile(graph, report=None, opencl_device: str | None = None,
     if helper is None and chain.is_cpu(dev):
         helper = prejit.early(dev, graph, options)
     try:
-        return _compile(graph, report, ctx, dev, helper, t_all, options)
+        exe = _compile(graph, report, ctx, dev, helper, t_all, options)
     finally:
         if helper is not None:
             helper.stop()
+    if exe.tier is not None:    # the cores' first sample from here (the helper has ended):
+        exe.tier.watch()        # the first iteration's check then covers a whole window
+    return exe
 
 
 def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:

@@ -106,12 +106,20 @@ class Tier:
                 self.busy.append(round(load, 2))
             self._use(exe, not self.team, k)
 
+    def watch(self) -> None:
+        """Take the first sample of the cores' use now (at the end of the compile: the host
+        enqueues several iterations ahead, so a sample first taken when the run starts
+        decided only at iteration 9 of W3 whenever the first iteration took under
+        :data:`SAMPLE_S`)."""
+        self.sample = _sample()
+
     def begin(self, exe) -> None:
         """At the start of a run of ``exe``: the team launches' kernels, and the first
-        sample of the cores' use."""
+        sample of the cores' use unless :meth:`watch` took one."""
         if not self.kernels:
             self._load(exe)
-        self.sample = _sample()
+        if self.sample is None:
+            self.sample = _sample()
 
     def others(self) -> float | None:
         """Cores other processes kept busy since the last sample (None until
