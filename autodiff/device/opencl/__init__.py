@@ -300,8 +300,9 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
     (global size: the entry's work-groups; the first work-item of a group ran the whole
     group's block function anyway), so entries of any local size share a kernel (which
     entries: :func:`.runs.partition`, consecutive launches together), and each dispatch
-    kernel is compiled for one local size, ``(1, 1, 1)``. With ``workers`` (and ``sync``), each dispatch kernel also has a team mode
-    (:func:`.chain.team_branch`) for :mod:`.runs`."""
+    kernel is compiled for one local size, ``(1, 1, 1)``. With ``workers`` (and
+    ``sync``), each dispatch kernel also has a team mode (:func:`.chain.team_branch`) for
+    :mod:`.runs`."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
     blocks: set = set()         # bodies whose block function the program holds
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
