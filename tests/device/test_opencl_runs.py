@@ -8,7 +8,7 @@ import pytest
 
 import autodiff as ad
 from autodiff.device.opencl import chain, device, runs, tiers
-from autodiff.device.opencl.runtime import Feed, Launch, Loop, Receive
+from autodiff.device.opencl.runtime import Feed, Launch, Loop
 
 try:
     device.candidates()
@@ -96,7 +96,7 @@ def test_upgrades_merge_runs_of_one_kernel_inside_loops(monkeypatch):
     assert u.steps == base                          # changed only when swapped in
     assert u.body[0] is feed and u.body[2] is la["d1.x"] and u.body[3] is inner
     team = u.body[1]
-    assert team.global_size == (2,) and team.local_size == (1,) and u.kernel[team] == "d0"
+    assert team.global_size == (2,) and team.local_size == (1,) and team.name == "d0"
     # c reads what a wrote: a barrier before it; b is independent of a: none
     rows = next(t for t in tables if t[0] == 3)
     width = len(rows[1:]) // 3
@@ -109,7 +109,6 @@ def test_upgrades_merge_runs_of_one_kernel_inside_loops(monkeypatch):
     inner.block = 0
     short = [Loop(range(3), [la["d0.a"], la["d0.b"]], [])]
     assert runs.upgrades(short, members, kernel, args, {"d0"}, 2, table) == []
-    monkeypatch.setattr(tiers, "MIN_SAVING_S", 0.0)
     monkeypatch.setattr(runs, "MIN_SAVING_S", 0.0)
     assert len(runs.upgrades(short, members, kernel, args, {"d0"}, 2, table)) == 1
     assert runs.upgrades(short, members, kernel, args, set(), 2, table) == []
@@ -138,19 +137,19 @@ def test_team_runs_run_while_other_processes_leave_the_cores_free(monkeypatch):
     exe = SimpleNamespace()
     t.begin(exe)
     after(0.6 * tiers.SAMPLE_S, 0.0)
-    t.step(exe, 1, 0, 100)
+    t.step(exe, 1)
     assert used == []                           # the sample is too short yet
     after(0.6 * tiers.SAMPLE_S, 0.0)
-    t.step(exe, 2, 0, 100)
+    t.step(exe, 2)
     assert used == [(2, True)]
     after(2 * tiers.SAMPLE_S, 1.5)              # another training process starts
-    t.step(exe, 3, 0, 100)
+    t.step(exe, 3)
     assert used == [(2, True), (3, False)] and t.busy == [1.5]
     after(2 * tiers.SAMPLE_S, 1.0)
-    t.step(exe, 4, 0, 100)
+    t.step(exe, 4)
     assert len(used) == 2
     after(2 * tiers.SAMPLE_S, 0.1)              # it ended
-    t.step(exe, 5, 0, 100)
+    t.step(exe, 5)
     assert used[-1] == (5, True)
 
 
@@ -205,7 +204,7 @@ def test_a_sample_from_the_end_of_the_compile_decides_the_first_iteration(monkey
     clock["t"] += 2 * tiers.SAMPLE_S             # parameters uploaded, first launches made
     exe = SimpleNamespace()
     t.begin(exe)
-    t.step(exe, 0, 0, 100)
+    t.step(exe, 0)
     assert used == [(0, True)]
 
 

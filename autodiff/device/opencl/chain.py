@@ -273,9 +273,7 @@ def team(name: str, bodies: list[Source], workers: int, sync: int, d=OPENCL) -> 
             L.append(f"  team_sync(s_, {workers});")
             since = []
         since.append(b)
-        g = tuple(b.global_size) + (1,) * (3 - len(b.global_size))
-        loc = tuple(b.local_size) + (1,) * (3 - len(b.local_size))
-        n = [-(-g[i] // loc[i]) for i in range(3)]
+        n = groups(b)
         start, end = end, end + math.prod(n)
         ids = [f"q_ % {n[0]}" if n[0] > 1 else "0",
                (f"q_ / {n[0]} % {n[1]}" if n[2] > 1 else f"q_ / {n[0]}") if n[1] > 1 else "0",

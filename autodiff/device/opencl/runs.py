@@ -30,7 +30,13 @@ import networkx as nx
 
 from . import chain
 from .runtime import Launch, Loop, _blocks
-from .tiers import LAUNCH_S, MIN_SAVING_S, Upgrade
+from .tiers import Upgrade
+
+#: what a launch saved saves (seconds; 13 us on average on two threads of a 2-vCPU VM,
+#: W3 replayed: BENCHMARKS.md) and the least team runs must save over a whole run to be
+#: used at all: a short evaluation loop's would not repay their sampling
+LAUNCH_S = 13e-6
+MIN_SAVING_S = 0.05
 
 
 def upgrades(steps: list, members: dict, kernel: dict, args: dict, team: set,
@@ -43,7 +49,7 @@ def upgrades(steps: list, members: dict, kernel: dict, args: dict, team: set,
     (``(which, params..., reps, ctr, wrd, wstep)``); ``table(ints) -> word``: stores a
     run's table in the arena (:func:`.chain.team_branch`), only when the upgrades are
     kept. Empty when the launches saved over a whole run would save under
-    :data:`~.tiers.MIN_SAVING_S`."""
+    :data:`MIN_SAVING_S`."""
     out: list = []
     saved = [0]
 
@@ -62,9 +68,8 @@ def upgrades(steps: list, members: dict, kernel: dict, args: dict, team: set,
                 body.append(lst[i])
                 i += 1
         if made and owner is not None and not owner.block:
-            out.append(Upgrade(lst, body, [la for la, _, _ in made],
-                               {la: name for la, name, _ in made},
-                               {la: rows for la, _, rows in made}))   # tables: below
+            out.append(Upgrade(lst, body, [la for la, _ in made],
+                               dict(made)))              # the tables: stored below
             saved[0] += (len(lst) - len(body)) * runs
         for x in lst:
             for blk in _blocks(x):
@@ -84,10 +89,10 @@ def _joins(x, kernel: dict, team: set) -> bool:
 
 
 def _team_launch(run: list, members: dict, kernel: dict, args: dict,
-                 workers: int) -> tuple[Launch, str, tuple]:
-    """One team launch of ``run`` (launches of one dispatch kernel), that kernel's name, and
-    ``(table, first launch)``: the run's table (:func:`.chain.team_branch`) -- a barrier
-    before a launch that touches what the launches since the last one wrote."""
+                 workers: int) -> tuple[Launch, tuple]:
+    """One team launch of ``run`` (launches of one dispatch kernel; named as that kernel)
+    and ``(table, first launch)``: the run's table (:func:`.chain.team_branch`) -- a
+    barrier before a launch that touches what the launches since the last one wrote."""
     rows, since = [], []
     for la in run:
         bodies = members[la]
@@ -99,7 +104,7 @@ def _team_launch(run: list, members: dict, kernel: dict, args: dict,
         rows += [int(wait), a[0], g[0], g[0] * g[1], math.prod(g), *a[1:-4]]
     la = Launch(kernel[run[0]], (workers,), (1,), rand=any(x.rand for x in run),
                 counters=any(x.counters for x in run), team=workers)
-    return la, kernel[run[0]], ([len(run)] + rows, run[0])
+    return la, ([len(run)] + rows, run[0])
 
 
 def partition(uses: list[int], n: int, most: int) -> list[list[int]]:

@@ -719,7 +719,7 @@ class Executable:
                 if top:
                     self._partial = True
                 if tier is not None:
-                    tier.step(self, k, start, stop)
+                    tier.step(self, k)
                 self._last_launch = None
                 if block:
                     self._exec_block(lp, depth, k, n, ahead)

@@ -22,23 +22,15 @@ import os
 import time
 from dataclasses import dataclass, field
 
-#: what a launch saved saves (seconds; 13 us on average on two threads of a 2-vCPU VM,
-#: W3 replayed: BENCHMARKS.md) and the least team runs must save over a whole run to be
-#: used at all: a short evaluation loop's would not repay their sampling
-LAUNCH_S = 13e-6
-MIN_SAVING_S = 0.05
-
-
 @dataclass(eq=False)
 class Upgrade:
     """One step list inside a loop and what replaces it: ``steps`` (the list, changed in
-    place) becomes ``body`` (the same host steps, its launches ``launches`` team runs),
-    with the launches' kernel names (``kernel``) and int arguments (``args``); ``base``:
-    the list's tier-1 content (to switch back)."""
+    place) becomes ``body`` (the same host steps, its launches ``launches`` team runs, each
+    named as the dispatch kernel it launches), with the launches' int arguments
+    (``args``); ``base``: the list's tier-1 content (to switch back)."""
     steps: list
     body: list
     launches: list
-    kernel: dict = field(default_factory=dict)
     args: dict = field(default_factory=dict)
     base: list = field(default_factory=list)
 
@@ -93,10 +85,9 @@ class Tier:
     busy: list = field(default_factory=list)
     swap_s: float = 0.0
 
-    def step(self, exe, k: int, start: int, stop: int) -> None:
-        """Before iteration ``k`` of ``exe``'s outermost loop (iterations ``start`` to
-        ``stop``; no step list inside it is being run): team runs or tier 1 as the cores
-        are free or not. The cores' use is read at most every :data:`SAMPLE_S` seconds:
+    def step(self, exe, k: int) -> None:
+        """Before iteration ``k`` of ``exe``'s outermost loop (no step list inside it is
+        being run): team runs or tier 1 as the cores are free or not. The cores' use is read at most every :data:`SAMPLE_S` seconds:
         other iterations pay a clock read."""
         load = self.others()
         if load is None:
@@ -142,7 +133,7 @@ class Tier:
         for u in self.upgrades:
             u.base = list(u.steps)
             for la in u.launches:
-                la.kernel = self.make(u.kernel[la])
+                la.kernel = self.make(la.name)
                 la.kernel.set_arg(0, exe.arena)
                 for i, v in enumerate(u.args[la], 1):
                     la.kernel.set_arg(i, np.int32(v))
@@ -151,9 +142,7 @@ class Tier:
 
     def _use(self, exe, team: bool, k: int) -> None:
         """Put the team runs (``team``) or tier 1's launches back in place, before
-        iteration ``k`` (the kernels made first if they are not yet)."""
-        if team and not self.kernels:
-            self._load(exe)
+        iteration ``k`` (:meth:`begin` made their kernels)."""
         t = time.perf_counter()
         for u in self.upgrades:
             u.steps[:] = u.body if team else u.base
