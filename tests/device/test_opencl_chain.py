@@ -216,8 +216,8 @@ def test_a_light_loop_body_is_one_chain_on_two_cores(opencl_executables, monkeyp
     ad.execute(device="opencl", team=False)
     body3 = next(s for s in opencl_executables[-1].steps if type(s) is Loop).body
     assert [type(s) for s in body3].count(Launch) > 1
-    # with team chains (the default where PoCL has two threads or more) the heavy body
-    # is one launch again, of one work-group per thread
+    # with team chains (team=True, where PoCL has two threads or more) the heavy body is
+    # one launch again, of one work-group per thread
     from autodiff.device.opencl import context
     workers = chain.team_size(context()[1])
     if workers:                 # else: no team chains here (one PoCL thread)
