@@ -472,6 +472,15 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
                          if w > 1 else f"    P[kk*{rows} + {at}] = {el[0]};")
                 at += w
         L.append("  }")
+    elif sk == 1 and rows == 16 and sr is not None:   # B^T of a strided array
+        # the shared register transpose (:data:`TRANSPOSE16`, each dialect's preamble):
+        # 16 row loads, 16 panel-row stores (a 256x256 weight 23.5 -> 10.8 us alone, PoCL
+        # 3.1, one thread: the lane-by-lane stores below were store-bound)
+        L.append(f"  {TRANSPOSE16}(buf + {at_row('t*16')}, {sr}, {R - 1} - t*16, P, kn);")
+    elif sk == 1 and rows == 16:          # B^T of a view: its rows, then the same transpose
+        L += ["  float16 r_[16];", "  for (int i = 0; i < 16; i++)",
+              f"    r_[i] = vload16(0, buf + {at_row(f'min(t*16+i, {R - 1})')});",
+              f"  {TRANSPOSE16_ROWS}(r_, P, kn);"]
     elif sk == 1:                         # contiguous along K: 16 k per row load
         # lane by lane stores: as fast as 16 x 4 register transposes stored as float16
         # panel rows (25 us for W [512, 128]; a scalar gather per panel row: 45 us), and
@@ -494,6 +503,16 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
 
 #: work-items per work-group of a pack kernel
 PACK_GROUP = 16
+
+#: the shared 16x16 transpose every dialect's preamble defines:
+#: ``_ad_tp16(src, stride, last, P, kn)`` reads rows ``src + min(i, last) * stride``
+#: (``i < 16``, 16 floats each) and writes column ``kk`` of that block as the 16 floats at
+#: ``P + 16 * kk``, for ``kk < kn``
+TRANSPOSE16 = "_ad_tp16"
+
+#: :data:`TRANSPOSE16` of 16 rows already loaded: ``_ad_tp16v(r, P, kn)``, ``r`` a private
+#: array of 16 ``float16`` (rows of a view, which no single stride reaches)
+TRANSPOSE16_ROWS = "_ad_tp16v"
 
 #: store code (characters) above which a tile's rows are stored in a loop
 EPILOGUE_LOOP_CHARS = 400

@@ -186,6 +186,19 @@ __forceinline__ float _hsum16(float16 v) {
   for (int j = 0; j < 4; j++) b[j] = a[j] + a[j + 4];
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
+/* the shared 16x16 transpose of B^T into panels (cstyle.kernels.TRANSPOSE16) */
+__forceinline__ void _ad_tp16(const float* s_, int st, int last, float* P, int kn) {
+  for (int i = 0; i < 16; i++) {
+    const float* r = s_ + min(i, last) * st;
+    for (int kk = 0; kk < kn; kk++) P[16 * kk + i] = r[kk];
+  }
+}
+__forceinline__ void _ad_tp16v(const float16* r, float* P, int kn) {
+  for (int i = 0; i < 16; i++) {
+    const float* x = reinterpret_cast<const float*>(r + i);
+    for (int kk = 0; kk < kn; kk++) P[16 * kk + i] = x[kk];
+  }
+}
 __forceinline__ float _hmax16(float16 v) {
   float a[8], b[4];
   a[0] = _ad_max(v.s0, v.s8); a[1] = _ad_max(v.s1, v.s9); a[2] = _ad_max(v.s2, v.sa);

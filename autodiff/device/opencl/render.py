@@ -2,7 +2,8 @@
 
 The preamble defines what the shared templates (:mod:`autodiff.device.cstyle`) call beyond
 OpenCL C's builtins: the inline transcendentals (:mod:`.mathlib`), the horizontal sums
-and maxima of ``float16`` (:data:`HELPERS`), the dtype helpers
+and maxima of ``float16`` (:data:`HELPERS`), the 16x16 register transposes of the
+matmul operand packs (:data:`TRANSPOSE`), the dtype helpers
 (:data:`autodiff.device.cstyle.dtypes.HELPERS`) and Philox-4x32-10 with the kernel writing
 the iteration words (:data:`PHILOX`, the counter layout of
 :mod:`autodiff.device.cstyle.philox`). The CUDA device's counterpart is
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import Source, micro_kernels
+from ..cstyle.kernels import TRANSPOSE16, TRANSPOSE16_ROWS, Source, micro_kernels
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
@@ -27,6 +28,58 @@ inline float _hmax16(float16 v) {
   float2 c = _ad_max(b.lo, b.hi); return _ad_max(c.x, c.y);
 }
 """
+
+def _transpose16(rows_from: str = "pointer") -> str:
+    """:data:`~autodiff.device.cstyle.kernels.TRANSPOSE16` in OpenCL C: the usual four
+    rounds of two-input shuffles of a 16x16 block held in 16 ``float16`` rows (interleave
+    single floats, then pairs within each 128-bit quarter; then swap quarters between rows
+    4 apart and halves between rows 8 apart), as clang's ``__builtin_shufflevector``
+    (AVX-512 unpack and permute instructions). Never inlined: a dispatch kernel compiles
+    it once however many packs call it."""
+    def quarter_mix(width: int, lo: bool) -> list[int]:   # unpacklo/hi_ps (1), _pd (2)
+        off = 0 if lo else 2
+        out = []
+        for q in range(4):
+            if width == 1:
+                out += [x for s in (off, off + 1) for x in (4 * q + s, 16 + 4 * q + s)]
+            else:
+                out += [4 * q + off, 4 * q + off + 1, 16 + 4 * q + off, 16 + 4 * q + off + 1]
+        return out
+
+    def quarters(pick: list) -> list[int]:                 # (input, quarter) per quarter
+        return [16 * src + 4 * q + e for src, q in pick for e in range(4)]
+    rounds = [
+        (1, lambda lo: quarter_mix(1, lo)),
+        (2, lambda lo: quarter_mix(2, lo)),
+        (4, lambda lo: quarters([(0, 0), (1, 0), (0, 2), (1, 2)] if lo else
+                                [(0, 1), (1, 1), (0, 3), (1, 3)])),
+        (8, lambda lo: quarters([(0, 0), (0, 1), (1, 0), (1, 1)] if lo else
+                                [(0, 2), (0, 3), (1, 2), (1, 3)])),
+    ]
+    if rows_from == "pointer":
+        L = [f"__attribute__((noinline)) static void {TRANSPOSE16}(__global const float* "
+             "restrict s_, const int st, const int last, __global float* restrict P, "
+             "const int kn) {"]
+        L += [f"  const float16 x0_{i} = vload16(0, s_ + min({i}, last)*st);" for i in range(16)]
+    else:
+        L = [f"__attribute__((noinline)) static void {TRANSPOSE16_ROWS}(const float16* "
+             "restrict r_, __global float* restrict P, const int kn) {"]
+        L += [f"  const float16 x0_{i} = r_[{i}];" for i in range(16)]
+    for r, (dist, mask) in enumerate(rounds, 1):
+        for i in range(16):
+            if (i // dist) % 2 == 0:
+                a, b = f"x{r - 1}_{i}", f"x{r - 1}_{i + dist}"
+                for j, lo in ((i, True), (i + dist, False)):
+                    idx = ", ".join(map(str, mask(lo)))
+                    L.append(f"  const float16 x{r}_{j} = __builtin_shufflevector({a}, {b}, {idx});")
+    # the rounds leave column c in row c with bits 0 and 1 swapped
+    col = [(i & ~3) | ((i & 1) << 1) | ((i >> 1) & 1) for i in range(16)]
+    # guarded stores only: a copy unguarded for kn == 16 ran no faster and took 10 ms
+    # more to JIT per dispatch kernel
+    L += [f"  if ({col[i]} < kn) vstore16(x4_{i}, 0, P + {16 * col[i]});" for i in range(16)]
+    L.append("}")
+    return "\n".join(L) + "\n"
+
 
 #: Philox-4x32-10 in OpenCL C (``mul_hi`` the high word of a round's 32x32 -> 64 bit
 #: products, the wrapping ``uint`` product the low word) and the iteration-word kernel
@@ -55,10 +108,13 @@ __kernel void {SET_KERNEL}(__global float* restrict buf, const uint c2, const ui
 """
 
 
+TRANSPOSE = _transpose16() + _transpose16("rows")
+
+
 def program(sources: list[Source], d: Dialect = OPENCL) -> str:
     """The source of one program holding every kernel; helpers, inline math and the Philox
     generator (with its iteration-word kernel) first."""
-    parts = [d.preamble, mathlib.preamble(), HELPERS, D.HELPERS, PHILOX]
+    parts = [d.preamble, mathlib.preamble(), HELPERS, TRANSPOSE, D.HELPERS, PHILOX]
     parts += micro_kernels("\n".join(s.src for s in sources), d)
     parts += [s.src for s in sources]
     return "\n".join(p for p in parts if p)

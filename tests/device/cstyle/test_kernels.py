@@ -305,6 +305,39 @@ def test_pack_panels(case):
     nt = -(-R // rows)
     od = ar.add(np.full(nt * Kd * rows, -7.0, np.float32))
     src = K.pack_panels("pp", R, Kd, K.Ref(ox, st), rows, od, d=OPENCL)
+    assert (K.TRANSPOSE16 + "(" in src.src) == (rows == 16 and layout == "row")
+    host = ar.host()
+    out, _ = run_sources([src], host)
+    panel = out[od:od + nt * Kd * rows].reshape(nt, Kd, rows)
+    got = panel.transpose(0, 2, 1).reshape(nt * rows, Kd)[:R]
+    np.testing.assert_array_equal(got, x)
+    rest = np.ones(out.size, bool)
+    rest[od:od + nt * Kd * rows] = False
+    np.testing.assert_array_equal(out[rest], host[rest])
+
+
+VIEW_CASES = [(R, Kd, rows, step) for R, Kd in [(13, 32), (16, 16), (37, 48)]
+              for rows in (6, 16) for step in (1, 3)]
+
+
+@pytest.mark.parametrize("case", VIEW_CASES, ids=[f"{c[0]}x{c[1]}-r{c[2]}-s{c[3]}"
+                                                  for c in VIEW_CASES])
+def test_pack_panels_from_a_view(case):
+    """An operand reached through a row hook (a head merge's layout: chunks of 16 along K,
+    each row's chunk at its own place) copied into panels: with step 1 (contiguous along
+    K: the 16-row register transpose when rows is 16) and a strided step."""
+    R, Kd, rows, step = case
+    x = RNG.standard_normal((R, Kd)).astype(np.float32)
+    # element (r, k) at chunk k // 16, row r, lane (k % 16) * step: [Kd/16][R][16*step]
+    blocked = np.zeros((Kd // 16, R, 16 * step), np.float32)
+    blocked[:, :, ::step] = x.reshape(R, Kd // 16, 16).transpose(1, 0, 2)
+    ar = Arena()
+    ox = ar.add(blocked.ravel())
+    nt = -(-R // rows)
+    od = ar.add(np.full(nt * Kd * rows, -7.0, np.float32))
+    view = (lambda r: f"{ox} + (k0/16)*{R * 16 * step} + ({r})*{16 * step}", step)
+    src = K.pack_panels("pv", R, Kd, view, rows, od, d=OPENCL)
+    assert (K.TRANSPOSE16_ROWS in src.src) == (rows == 16 and step == 1)
     host = ar.host()
     out, _ = run_sources([src], host)
     panel = out[od:od + nt * Kd * rows].reshape(nt, Kd, rows)
