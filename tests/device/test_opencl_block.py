@@ -382,3 +382,57 @@ def test_transfers_without_pyopencls_bindings_give_the_same_run(monkeypatch):
     again, w_again, _ = _indexed(steps, "opencl", feeder=True)
     assert again == got
     np.testing.assert_array_equal(w_again, w)
+
+
+@pytest.mark.parametrize("count, m", [(0, RING), (3, 5), (5, 6), (RING - 1, 2), (9, RING)])
+def test_a_blocks_feeder_values_go_to_consecutive_ring_slots(count, m):
+    """A block's ``m`` Feeder values (rows of one staging array) are written into the
+    ring's next ``m`` slots: one write where they fit before the ring's end, two where it
+    wraps around; the ring's count moves on by ``m``."""
+    from types import SimpleNamespace
+
+    from autodiff.device.opencl.runtime import Executable
+    spec = SimpleNamespace(shape=(2, 3), dtype="float32")
+    f = RingFeed(spec, 0, (2, 3), "float32", ring=1000, slots=RING, stride=24, count=count)
+    rows = np.arange(m * 6, dtype=np.float32).reshape(m, 2, 3)
+    writes = []
+    exe = SimpleNamespace(queue=None, arena=None, _events=[],
+                          _write=lambda q, buf, a, at: writes.append((a.copy(), at)) or at)
+    Executable._write_rows(exe, [f], [rows], m)
+    slots = np.full((RING, 2, 3), np.nan, np.float32)
+    for a, at in writes:
+        first = (at - 1000) // 24
+        slots[first:first + len(a)] = a
+    for i in range(m):
+        np.testing.assert_array_equal(slots[(count + i) % RING], rows[i])
+    assert len(writes) == (1 if count % RING + m <= RING else 2) == len(exe._events)
+    assert f.count == count + m
+
+
+def test_a_fed_blocks_staging_arrays_are_released_with_their_checkpoint(opencl_executables):
+    """Over five checkpoint spans of a fed loop, the staging arrays in use (block arrays
+    whose rows the Feeder record views) stay within what two checkpoints' records hold:
+    each is released when its checkpoint is dropped, not only at the run's end."""
+    steps = 5 * CHECKPOINT
+    in_use = []
+
+    def recv(v):
+        in_use.append(opencl_executables[-1]._staging.in_use)
+    ad.reset()
+    rng = np.random.default_rng(1)
+    w = ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+    xs = iter(rng.standard_normal((steps, 5, 4)).astype(np.float32))
+    opt = ad.optim.SGD([w], lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        loss = (ad.Feeder(lambda: next(xs), [5, 4], name="x") @ w).square().mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(recv, [loss], name="r")
+    ad.ir_for(steps, step)
+    ad.execute(device="opencl")
+    assert _loop(opencl_executables[-1]).block == RING and len(in_use) == steps
+    # 3 checkpoints' spans at most (the one being dropped, two kept), a block each RING
+    assert max(in_use) <= 3 * (CHECKPOINT // RING + 2)
+    assert opencl_executables[-1]._staging.in_use == 0

@@ -415,8 +415,9 @@ class Loop:
             counter or drawing random numbers advances the counter or the Philox
             iteration word between repeats: its ``ctr``, ``wrd`` arguments), and
             Receivers through rings. Up to ``block`` iterations then cost the host one
-            launch (and a slot write per Feeder and iteration), and a checkpoint or the
-            run's end cuts a block short.
+            launch and one write per Feeder (its values of the block, consecutive ring
+            slots: two writes where the ring wraps; W4 on two threads: 32 -> 26 us of
+            host CPU per step), and a checkpoint or the run's end cuts a block short.
     """
     range: range
     body: list
@@ -449,12 +450,15 @@ class Checkpoint:
     """The loop-written parameters at the start of iteration ``base`` (a device copy),
     and the Feeder staging arrays of every call since (the record a replay reads), the
     events of their writes (kept: dropping a pyopencl NannyEvent waits for its copy), and
-    the results of the host callbacks since (:mod:`.callback`)."""
+    the results of the host callbacks since (:mod:`.callback`); ``blocks``: the staging
+    arrays of iteration blocks (:meth:`Executable._exec_block`), of which the record holds
+    row views."""
     base: int
     buffer: object
     record: list
     results: list = field(default_factory=list)
     events: list = field(default_factory=list)
+    blocks: list = field(default_factory=list)      # staging arrays the record views
 
 
 class Executable:
@@ -761,21 +765,60 @@ class Executable:
         each value written into the next slot of its ring; then the chain launched once
         with ``reps = n``; then each iteration's Receiver slots handed to the host."""
         lead = lp.lead
+        feeds = lp.body[:lead]
         j = k
+        # a live run copies each Feeder's values of the block into one staging array and
+        # writes it into consecutive ring slots with one command (two where the ring
+        # wraps) instead of one per iteration; a replay writes its recorded values singly
+        rows = self._block_rows(feeds, n) if self._replay is None else None
         try:
             for j in range(k, k + n) if lead else ():
                 self._iters[depth] = j
                 if ahead:
                     self._run_due(j - ahead - 1)
-                for f in lp.body[:lead]:
-                    self._call_feed(f)      # a replay's: the recorded value
-                    self._write_feed(f)
+                for i, f in enumerate(feeds):
+                    if rows is None:
+                        self._call_feed(f)      # a replay's: the recorded value
+                        self._write_feed(f)
+                    else:
+                        self._call_feed(f, rows[i][j - k])
         except FeederError:
             if j > k:   # the iterations fed before run, and then their Receivers, as they
-                self._launch_block(lp, depth, k, j - k)     # would have without blocks
+                if rows is not None:                        # would have without blocks
+                    self._write_rows(feeds, rows, j - k)
+                self._launch_block(lp, depth, k, j - k)
                 self._drain()
             raise
+        if rows is not None:
+            self._write_rows(feeds, rows, n)
         self._launch_block(lp, depth, k, n)
+
+    def _block_rows(self, feeds: list, n: int) -> list | None:
+        """One staging array ``[n, *shape]`` per ring Feeder of a block of ``n`` iterations
+        (None when a value is empty), released with the checkpoint whose record views its
+        rows (or at the next sync outside any record)."""
+        if not all(math.prod(f.shape) for f in feeds):
+            return None
+        rows = [self._staging.take((n, *f.shape), f.dtype) for f in feeds]
+        for a in rows:
+            if self._record is not None and self._iters:
+                self._ckpts[-1].blocks.append(a)
+            else:
+                self._keep_unrecorded(a)
+        return rows
+
+    def _write_rows(self, feeds: list, rows: list, m: int) -> None:
+        """Write the first ``m`` rows of each Feeder's block array (:meth:`_block_rows`)
+        into its ring's next ``m`` slots: consecutive slots, so one write, or two where the
+        ring wraps around."""
+        for f, a in zip(feeds, rows):
+            first = f.count % f.slots
+            upto = min(m, f.slots - first)
+            self._events.append(self._write(self.queue, self.arena, a[:upto],
+                                            f.ring + first * f.stride))
+            if m > upto:
+                self._events.append(self._write(self.queue, self.arena, a[upto:m], f.ring))
+            f.count += m
 
     def _launch_block(self, lp: Loop, depth: int, k: int, n: int) -> None:
         """Launch iterations ``k .. k+n-1`` of block loop ``lp`` (their Feeder values
@@ -836,7 +879,7 @@ class Executable:
         old = self._ckpts.pop(0)
         for ev in old.events:
             ev.wait()
-        self._staging.release(old.record + old.results)
+        self._staging.release(old.record + old.results + old.blocks)
         if old.buffer is not None:
             self._buffers.append(old.buffer)
 
@@ -938,7 +981,14 @@ class Executable:
                                int(flag[5]), int(flag[6]))
 
     # -- feeders ------------------------------------------------------------------------------
-    def _call_feed(self, f: Feed) -> None:
+    def _call_feed(self, f: Feed, into: np.ndarray | None = None) -> None:
+        """Call Feeder ``f`` and copy its value into a staging array (``f.pending``), or
+        into ``into`` (a row of a block's array, :meth:`_block_rows`; written later by
+        :meth:`_write_rows`); record it for a replay. A replay takes the recorded value.
+
+        Raises:
+            FeederError: the callback raised, or its value has the wrong shape or dtype.
+        """
         if self._replay is not None:
             f.pending = self._replay.popleft()
             return
@@ -952,7 +1002,7 @@ class Executable:
             raise FeederError(f.spec.name, it,
                               f"callback raised {type(e).__name__}: {e}") from e
         plain = f.plain
-        a = self._staging.take(f.shape, f.dtype)
+        a = self._staging.take(f.shape, f.dtype) if into is None else into
         if plain is not None and type(v) is np.ndarray and v.shape == plain[0] and \
                 v.dtype == plain[1]:
             a[...] = v                          # (0.9 us less than np.copyto's dispatch)
@@ -960,15 +1010,17 @@ class Executable:
             try:
                 check_feed(f.spec, v, it)
             except FeederError:
-                self._staging.release([a])
+                if into is None:
+                    self._staging.release([a])
                 self._drain()
                 raise
             np.copyto(a, v)
-        f.pending = a
         if self._record is not None and it:
             self._record.append(a)
-        else:                                   # a Feeder outside any loop
+        elif into is None:                      # a Feeder outside any loop
             self._keep_unrecorded(a)
+        if into is None:
+            f.pending = a
 
     def _keep_unrecorded(self, a: np.ndarray) -> None:
         """Staging array ``a`` (a write in flight, outside the checkpoints' records) is
