@@ -55,3 +55,37 @@ def test_one_part_is_the_program_and_bad_arguments_are_refused():
         split.split(SOURCES, ["d1_x1"], 0)
     with pytest.raises(ValueError, match="no source for kernels"):
         split.split(SOURCES, ["d9_x1"], 2)
+
+
+def test_a_function_several_kernels_call_counts_once_per_kernel():
+    """PoCL compiles a dispatch kernel with every function it calls, so a function that
+    two kernels call is compiled twice: two kernels sharing a large function weigh what
+    both their closures do. Balancing by each part's code alone put a third, small kernel
+    beside them (its code 1500 characters against the other part's 1300, but 2500
+    compiled against 1300); weighted by the kernels' closures it joins the other part."""
+    big = _fn("tile", [], 1000)
+    sources = [big, _fn("c_own", [], 1300), _fn("e_own", [], 300),
+               _kernel("a", ["tile"], 60), _kernel("b", ["tile"], 60),
+               _kernel("c", ["c_own"]), _kernel("e", ["e_own"])]
+    parts = split.split(sources, ["a", "b", "c", "e"], 2)
+    kernels = {frozenset(s.name for s in p if s.name in "abce") for p in parts}
+    assert kernels == {frozenset("ab"), frozenset("ce")}
+    # the shared function is in both kernels' part once
+    assert sum(s.name == "tile" for p in parts for s in p) == 1
+
+
+def test_the_functions_a_program_adds_are_counted_but_not_kept():
+    """The shared tile loops and transposes that :func:`render.program` adds to a part
+    are sources of the split's count only: every kernel calling one weighs it, and the
+    parts hold none of them (each part's program adds its own)."""
+    from autodiff.device.opencl import _parts, render
+    from autodiff.device.cstyle.kernels import TRANSPOSE16
+    calls = [f"{TRANSPOSE16}", "_ad_mm8x16x2p"]
+    sources = [_kernel("d1_x1", calls), _kernel("d2_x1", calls), _kernel("d3_x1", [], 40)]
+    shared = render.shared_functions(sources)
+    assert [s.name for s in shared] == ["_ad_mm8x16x2p", TRANSPOSE16]
+    assert all(len(s.src) > 500 for s in shared)
+    texts, part_of = _parts(sources, {"d1_x1", "d2_x1", "d3_x1"}, 2, False)
+    assert part_of["d1_x1"] != part_of["d2_x1"]      # each weighs both shared functions
+    for t in texts:
+        assert t.count(f"void {TRANSPOSE16}(") == 1 and t.count("void _ad_mm8x16x2p(") <= 1

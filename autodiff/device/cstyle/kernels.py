@@ -364,9 +364,14 @@ def micro_kernel(name: str, d: Dialect) -> str:
     return "\n".join(L + ["}"])
 
 
+def micro_names(text: str) -> list[str]:
+    """Names of the shared tile loops that ``text`` calls, each once, sorted."""
+    return sorted({m[0][:-1] for m in MICRO_CALL.finditer(text)})
+
+
 def micro_kernels(text: str, d: Dialect) -> list[str]:
     """Definitions of the shared tile loops that ``text`` calls, each once, by name."""
-    return [micro_kernel(n, d) for n in sorted({m[0][:-1] for m in MICRO_CALL.finditer(text)})]
+    return [micro_kernel(n, d) for n in micro_names(text)]
 
 
 def _mm_epilogue(M, N, tm, w, nv, acc, store) -> list[str]:

@@ -396,7 +396,11 @@ def _parts(sources: list, kernels: set, n: int, counters: bool) -> tuple[list[st
     """The program's source text in ``n`` parts (:func:`.split.split` of ``sources`` by
     the launched ``kernels``; loop counters' kernel in each when ``counters``) and the part
     of each launched kernel."""
-    parts = split.split(sources, sorted(kernels), n)
+    shared = render.shared_functions(sources) if n > 1 else []
+    parts = split.split(sources + shared, sorted(kernels), n)    # shared: counted, not kept
+    if shared:
+        names = {s.name for s in shared}
+        parts = [[s for s in p if s.name not in names] for p in parts]
     texts = [render.program(p) + ("\n" + control.SOURCE if counters else "") for p in parts]
     return texts, {s.name: i for i, p in enumerate(parts) for s in p if s.name in kernels}
 

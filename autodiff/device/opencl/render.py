@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import TRANSPOSE16, TRANSPOSE16_ROWS, Source, micro_kernels
+from ..cstyle.kernels import (TRANSPOSE16, TRANSPOSE16_ROWS, Source, micro_kernel, micro_kernels,
+                               micro_names)
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
@@ -108,7 +109,19 @@ __kernel void {SET_KERNEL}(__global float* restrict buf, const uint c2, const ui
 """
 
 
-TRANSPOSE = _transpose16() + _transpose16("rows")
+#: name -> definition of each shared transpose (:func:`_transpose16`)
+TRANSPOSES = {TRANSPOSE16: _transpose16(), TRANSPOSE16_ROWS: _transpose16("rows")}
+TRANSPOSE = "".join(TRANSPOSES.values())
+
+
+def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]:
+    """The functions :func:`program` adds that ``sources`` call (shared tile loops,
+    transposes), as sources of their own: what a kernel calling them compiles besides its
+    own code (:mod:`.split` counts them)."""
+    text = "\n".join(s.src for s in sources)
+    out = [Source(m, micro_kernel(m, d), (1,), (1,)) for m in micro_names(text)]
+    out += [Source(n, t, (1,), (1,)) for n, t in TRANSPOSES.items() if n + "(" in text]
+    return out
 
 
 def program(sources: list[Source], d: Dialect = OPENCL) -> str:
