@@ -436,3 +436,36 @@ def test_a_fed_blocks_staging_arrays_are_released_with_their_checkpoint(opencl_e
     # 3 checkpoints' spans at most (the one being dropped, two kept), a block each RING
     assert max(in_use) <= 3 * (CHECKPOINT // RING + 2)
     assert opencl_executables[-1]._staging.in_use == 0
+
+
+def test_a_block_feeds_0d_values_as_the_numpy_device_does(opencl_executables):
+    """Feeders of a 0-d value and of a vector in a block loop: each iteration's values
+    reach the device (rows of the block's staging arrays; a 0-d row is a view too)."""
+    steps = 2 * RING + 3
+
+    def run(device):
+        ad.reset()
+        w = ad.Tensor(np.ones(3, np.float32), requires_grad=True)
+        scales = iter(np.linspace(0.5, 2.0, steps).astype(np.float32))
+        xs = iter(np.random.default_rng(2).standard_normal((steps, 3)).astype(np.float32))
+        opt = ad.optim.SGD([w], lr=0.1)
+        got = []
+
+        def step():
+            opt.zero_grad()
+            s = ad.Feeder(lambda: np.array(next(scales)), [], name="s")
+            x = ad.Feeder(lambda: next(xs), [3], name="x")
+            loss = (w * x * s).sum()
+            loss.backward()
+            opt.step()
+            ad.Receiver(lambda v: got.append(float(v)), [loss], name="r")
+        ad.ir_for(steps, step)
+        ad.execute(device=device)
+        return got, w.numpy()
+    got, w = run("opencl")
+    lp = _loop(opencl_executables[-1])
+    assert lp.block == RING and lp.lead == 2
+    want, w_np = run("numpy")
+    assert len(set(want)) == steps                  # every iteration's own values
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)

@@ -3,7 +3,7 @@
 The preamble defines what the shared templates (:mod:`autodiff.device.cstyle`) call beyond
 OpenCL C's builtins: the inline transcendentals (:mod:`.mathlib`), the horizontal sums
 and maxima of ``float16`` (:data:`HELPERS`), the 16x16 register transposes of the
-matmul operand packs (:data:`TRANSPOSE`), the dtype helpers
+matmul operand packs (:data:`TRANSPOSES`, where called), the dtype helpers
 (:data:`autodiff.device.cstyle.dtypes.HELPERS`) and Philox-4x32-10 with the kernel writing
 the iteration words (:data:`PHILOX`, the counter layout of
 :mod:`autodiff.device.cstyle.philox`). The CUDA device's counterpart is
@@ -29,6 +29,7 @@ inline float _hmax16(float16 v) {
   float2 c = _ad_max(b.lo, b.hi); return _ad_max(c.x, c.y);
 }
 """
+
 
 def _transpose16(rows_from: str = "pointer") -> str:
     """:data:`~autodiff.device.cstyle.kernels.TRANSPOSE16` in OpenCL C: the usual four
@@ -72,7 +73,8 @@ def _transpose16(rows_from: str = "pointer") -> str:
                 a, b = f"x{r - 1}_{i}", f"x{r - 1}_{i + dist}"
                 for j, lo in ((i, True), (i + dist, False)):
                     idx = ", ".join(map(str, mask(lo)))
-                    L.append(f"  const float16 x{r}_{j} = __builtin_shufflevector({a}, {b}, {idx});")
+                    L.append(f"  const float16 x{r}_{j} = "
+                             f"__builtin_shufflevector({a}, {b}, {idx});")
     # the rounds leave column c in row c with bits 0 and 1 swapped
     col = [(i & ~3) | ((i & 1) << 1) | ((i >> 1) & 1) for i in range(16)]
     # guarded stores only: a copy unguarded for kn == 16 ran no faster and took 10 ms
@@ -111,7 +113,6 @@ __kernel void {SET_KERNEL}(__global float* restrict buf, const uint c2, const ui
 
 #: name -> definition of each shared transpose (:func:`_transpose16`)
 TRANSPOSES = {TRANSPOSE16: _transpose16(), TRANSPOSE16_ROWS: _transpose16("rows")}
-TRANSPOSE = "".join(TRANSPOSES.values())
 
 
 def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]:
@@ -126,8 +127,11 @@ def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]
 
 def program(sources: list[Source], d: Dialect = OPENCL) -> str:
     """The source of one program holding every kernel; helpers, inline math and the Philox
-    generator (with its iteration-word kernel) first."""
-    parts = [d.preamble, mathlib.preamble(), HELPERS, TRANSPOSE, D.HELPERS, PHILOX]
-    parts += micro_kernels("\n".join(s.src for s in sources), d)
+    generator (with its iteration-word kernel) first, then the transposes and shared tile
+    loops the kernels call."""
+    text = "\n".join(s.src for s in sources)
+    parts = [d.preamble, mathlib.preamble(), HELPERS, D.HELPERS, PHILOX]
+    parts += [t for n, t in TRANSPOSES.items() if n + "(" in text]
+    parts += micro_kernels(text, d)
     parts += [s.src for s in sources]
     return "\n".join(p for p in parts if p)

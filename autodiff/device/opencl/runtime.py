@@ -781,7 +781,7 @@ class Executable:
                         self._call_feed(f)      # a replay's: the recorded value
                         self._write_feed(f)
                     else:
-                        self._call_feed(f, rows[i][j - k])
+                        self._call_feed(f, rows[i][j - k, ...])     # (0-d: a view)
         except FeederError:
             if j > k:   # the iterations fed before run, and then their Receivers, as they
                 if rows is not None:                        # would have without blocks
