@@ -976,7 +976,7 @@ RENDERERS = {Elementwise: elementwise, DotProduct: dot_product, Reduce: reduce, 
 
 def kernel(name: str, k, offsets: dict, d: Dialect,
            target: Target = Target(), check=(1, None),
-           args: bool = False) -> list[K.Source]:
+           args: "bool | Args" = False) -> list[K.Source]:
     """The :class:`~.kernels.Source` s of kernel statement ``k``, launched in order (a fused
     group renders its single-kernel form; a DotProduct may first pack an operand), rendered
     for ``target`` (vector lanes, matmul tile, reduction form: :mod:`.target`).
@@ -985,7 +985,8 @@ def kernel(name: str, k, offsets: dict, d: Dialect,
 
     With ``args``, buffer offsets are kernel parameters (:class:`Args`; the scratch
     regions stay literals): every returned Source declares the same ``params`` and carries
-    their ``args``.
+    their ``args``. ``args`` may be the :class:`Args` (over ``offsets``) to render against:
+    its ``names`` then tell the caller which buffer each parameter is.
 
     Raises:
         NotImplementedError: a statement or value kind with no renderer.
@@ -995,8 +996,10 @@ def kernel(name: str, k, offsets: dict, d: Dialect,
     fn = RENDERERS.get(type(k))
     if fn is None:
         raise NotImplementedError(f"codegen: no kernel template for {type(k).__name__}")
+    if args is True:
+        args = Args(offsets, literal=(SCRATCH_A, SCRATCH_B))
     if args:
-        offsets = Args(offsets, literal=(SCRATCH_A, SCRATCH_B))
+        offsets = args
     if fn is reduce:
         out = reduce(name, k, offsets, d, tree=target.reductions == "tree",
                      width=target.vector)

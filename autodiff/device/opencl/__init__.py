@@ -82,6 +82,7 @@ class _Kernels:
     def __init__(self, base: int = 0):
         self.bodies: list = []          # distinct bodies, in first-use order
         self.canon: dict = {}           # (source up to the name, sizes) -> body
+        self.structures: dict = {}      # _structure key -> (sources, their params' buffers)
         self.count = 0
         self.base = base                # float offset of the constants region
         self.constants: list = []       # lifted literals, by slot
@@ -136,21 +137,62 @@ class _Kernels:
 
     def render(self, s, off, target, check=(1, None)) -> list:
         """The Sources to launch for kernel statement ``s`` (shared bodies renamed);
-        ``check`` as :func:`~autodiff.device.cstyle.codegen.kernel`."""
+        ``check`` as :func:`~autodiff.device.cstyle.codegen.kernel`.
+
+        A statement of the same structure as an earlier one (:func:`_structure`: the same
+        statement but for its buffers' names) renders to the same sources over other
+        arguments: those are taken from the earlier one's, with this statement's offsets
+        as the arguments (the main job's training program: 168 of its 275 kernel
+        statements, 0.10-0.13 s of its rendering)."""
+        key, order = _structure(s, off, check)
+        hit = self.structures.get(key)
+        if hit is not None:
+            out, names = hit
+            values = tuple(int(off[order[i]]) for i in names)
+            return [dataclasses.replace(x, args=values + x.args[len(values):]) for x in out]
         name = self.name(s.kind.replace('+', '_').lower())
         out = []
         one_point = chain.work(s) <= chain.POINT_FLOPS
+        args = codegen.Args(off, literal=(codegen.SCRATCH_A, codegen.SCRATCH_B))
         for src in codegen.kernel(name, s, off, d=BODY, target=target, check=check,
-                                  args=True):
+                                  args=args):
             if one_point and not src.whole:
                 src = self.lift(src)
-            key = (src.src.replace(src.name, "@"), src.global_size, src.local_size, src.whole)
-            first = self.canon.get(key)
+            key_ = (src.src.replace(src.name, "@"), src.global_size, src.local_size,
+                    src.whole)
+            first = self.canon.get(key_)
             if first is None:
-                self.canon[key] = first = src
+                self.canon[key_] = first = src
                 self.bodies.append(src)
             out.append(dataclasses.replace(src, name=first.name, src=first.src))
+        where = {n: i for i, n in enumerate(order)}
+        if all(n in where for n in args.names):
+            self.structures[key] = (out, [where[n] for n in args.names])
         return out
+
+
+#: a buffer in a statement's repr (:meth:`~autodiff.procedural.ir.Buffer.__repr__`)
+_BUFFER = re.compile(r"Buffer\(([^,()]+), ")
+
+
+def _structure(s, off, check) -> tuple:
+    """``(key, names)``: what renders ``s`` -- its single-kernel form's repr with each
+    buffer's name replaced by its position in ``names`` (first appearance) and whether it
+    has an arena offset, the index-error ``check`` and the statement's work -- and its
+    buffers' names in that order. Two statements with equal keys render the same sources
+    over their own buffers' offsets."""
+    names: list = []
+    pos: dict = {}
+
+    def canon(m) -> str:
+        n = m.group(1)
+        if n not in pos:
+            pos[n] = len(names)
+            names.append(n)
+        return f"Buffer(#{pos[n]}{'@' if n in off else ''}, "
+    k = s.kernel if isinstance(s, FusedKernel) else s
+    return (type(s).__name__, s.kind, _BUFFER.sub(canon, repr(k)), check,
+            chain.work(s)), names
 
 
 def _launch(steps, launches, src, small: bool, counters, team: int = 0) -> None:
