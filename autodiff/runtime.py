@@ -1,6 +1,7 @@
 """``execute()``: take the traced program through the pipeline and run it on a device."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -180,12 +181,13 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
         t0 = time.perf_counter()
         if hasattr(backend, "prepare"):     # background work for the program's compile
             prepared = backend.prepare(graph, **options)    # (OpenCL: the pre-JIT helper)
-        opt_graph = optimize(graph, report, verbose=verbose, **options) if optimize_graph \
-            else graph
-        t1 = time.perf_counter()
-        with _COMPILE_LOCK:     # compilers keep global state (TVM's BlockBuilder stack)
-            exe = backend.compile(opt_graph, report=report, **options,
-                                  **({} if prepared is None else {"prepared": prepared}))
+        with _frozen_heap():
+            opt_graph = optimize(graph, report, verbose=verbose, **options) \
+                if optimize_graph else graph
+            t1 = time.perf_counter()
+            with _COMPILE_LOCK:     # compilers keep global state (TVM's BlockBuilder stack)
+                exe = backend.compile(opt_graph, report=report, **options,
+                                      **({} if prepared is None else {"prepared": prepared}))
         t2 = time.perf_counter()
         TRACER.last = Compiled(graph, opt_graph, getattr(exe, "stages", {}), report)
         _run(exe, opt_graph)
@@ -207,6 +209,27 @@ def execute(device: str | None = None, verbose: bool = False, optimize_graph: bo
     if verbose:
         print(report, file=sys.stdout)
     return report
+
+
+class _frozen_heap:
+    """Within: the objects that existed on entry (the traced program, the user's) are out
+    of the cyclic garbage collector's sight (``gc.freeze``; back on exit), so that the
+    graph passes' and the compile's collections scan only what they create. The main
+    job's training program (2000 graph nodes, warm compile caches, five runs each): graph
+    passes and compile 1.35-1.51 -> 1.27-1.36 s, peak RSS +1 MB (the collector off
+    instead: 1.20-1.37 s, but +8 MB of cyclic garbage kept until the run). Nothing is
+    done where objects are frozen already (the user's own ``gc.freeze``, or another
+    thread's compile): their freeze is not undone."""
+
+    def __enter__(self):
+        self.on = gc.get_freeze_count() == 0
+        if self.on:
+            gc.freeze()
+
+    def __exit__(self, *exc):
+        if self.on:
+            gc.unfreeze()
+        return False
 
 
 def _run(exe, graph: Graph) -> None:

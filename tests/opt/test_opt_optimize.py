@@ -134,3 +134,56 @@ def test_fast_math_and_prefer_exp2_flow_from_execute():
     assert opt.outputs[0].op is Op.EXP2, "x * 0 + exp(x) -> 0 + exp2(x * log2 e) -> exp2(..)"
     assert not any(n.op in (Op.EXP, Op.ADD) for n in opt.walk())
     np.testing.assert_allclose(y.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+
+
+def test_graph_passes_and_compile_run_with_the_heap_before_them_frozen(monkeypatch):
+    """During the graph passes and the device's compile the objects that existed before
+    (the traced program among them) are frozen out of the cyclic collector's scans;
+    afterwards, and after a failing compile too, nothing stays frozen."""
+    import gc
+
+    import autodiff.runtime as rt
+    from autodiff.device import numpy as npdev
+    seen = []
+    real_opt, real_compile = rt.optimize, npdev.compile
+
+    def opt(graph, *a, **k):
+        seen.append(("optimize", gc.get_freeze_count()))
+        return real_opt(graph, *a, **k)
+
+    def compile_(graph, *a, **k):
+        seen.append(("compile", gc.get_freeze_count()))
+        if k.get("fail"):
+            raise RuntimeError("compile failed")
+        return real_compile(graph, *a, **{x: v for x, v in k.items() if x != "fail"})
+    monkeypatch.setattr(rt, "optimize", opt)
+    monkeypatch.setattr(npdev, "compile", compile_)
+    before = gc.get_freeze_count()
+    x = ad.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = (x * 2).sum()
+    ad.execute(device="numpy")
+    assert float(y.numpy()) == 30.0
+    assert [s for s, _ in seen] == ["optimize", "compile"]
+    assert all(n > before for _, n in seen)
+    assert gc.get_freeze_count() == before
+    (x * 3).sum()
+    monkeypatch.setattr(rt, "check_options", lambda *a, **k: None)
+    with pytest.raises(RuntimeError, match="compile failed"):
+        ad.execute(device="numpy", fail=True)
+    assert gc.get_freeze_count() == before
+
+
+def test_a_users_own_gc_freeze_is_left_as_it_was():
+    """Objects the user froze (``gc.freeze()``, e.g. before forking workers) stay frozen
+    through ``execute()``."""
+    import gc
+    gc.freeze()
+    try:
+        n = gc.get_freeze_count()
+        x = ad.Tensor(np.ones(3, np.float32))
+        y = (x + 1).sum()
+        ad.execute(device="numpy")
+        assert float(y.numpy()) == 6.0
+        assert gc.get_freeze_count() > n // 2      # not unfrozen (some were freed)
+    finally:
+        gc.unfreeze()
