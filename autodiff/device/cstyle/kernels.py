@@ -170,7 +170,7 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
         prelude: C statements run by each work-item before the tile loop (declarations
             the store hook uses; the flat batch index ``bi`` is in scope).
         micro: with B in panels, call the shared tile loop (:func:`micro_kernel`, whose
-            definition the program must hold: :func:`micro_kernels`) instead of inlining
+            definition the program must hold: :func:`micro_names`) instead of inlining
             it.
 
     Returns:
@@ -369,11 +369,6 @@ def micro_names(text: str) -> list[str]:
     return sorted({m[0][:-1] for m in MICRO_CALL.finditer(text)})
 
 
-def micro_kernels(text: str, d: Dialect) -> list[str]:
-    """Definitions of the shared tile loops that ``text`` calls, each once, by name."""
-    return [micro_kernel(n, d) for n in micro_names(text)]
-
-
 def _mm_epilogue(M, N, tm, w, nv, acc, store) -> list[str]:
     """The stores (``store``, with the epilogue) of a ``tm`` x ``w * nv`` tile's
     accumulators ``acc(i, v)``."""
@@ -486,10 +481,9 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
         L += ["  float16 r_[16];", "  for (int i = 0; i < 16; i++)",
               f"    r_[i] = vload16(0, buf + {at_row(f'min(t*16+i, {R - 1})')});",
               f"  {TRANSPOSE16_ROWS}(r_, P, kn);"]
-    elif sk == 1:                         # contiguous along K: 16 k per row load
-        # lane by lane stores: as fast as 16 x 4 register transposes stored as float16
-        # panel rows (25 us for W [512, 128]; a scalar gather per panel row: 45 us), and
-        # 250 ms less JIT per kernel (PoCL 3.1, one thread)
+    elif sk == 1:                         # contiguous along K, panels not 16 wide (A's)
+        # lane by lane stores (B's 16-wide panels take the shared transposes above: these
+        # stores were store-bound there)
         lanes = "0123456789abcdef"
         L += [f"  for (int i = 0; i < {rows}; i++) {{",
               f"    const float16 r = vload16(0, buf + {at_row(f'min(t*{rows}+i, {R - 1})')});"]

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import (TRANSPOSE16, TRANSPOSE16_ROWS, Source, micro_kernel, micro_kernels,
-                               micro_names)
+from ..cstyle.kernels import TRANSPOSE16, TRANSPOSE16_ROWS, Source, micro_kernel, micro_names
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
@@ -127,11 +126,8 @@ def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]
 
 def program(sources: list[Source], d: Dialect = OPENCL) -> str:
     """The source of one program holding every kernel; helpers, inline math and the Philox
-    generator (with its iteration-word kernel) first, then the transposes and shared tile
-    loops the kernels call."""
-    text = "\n".join(s.src for s in sources)
+    generator (with its iteration-word kernel) first, then the shared tile loops and
+    transposes the kernels call (:func:`shared_functions`)."""
     parts = [d.preamble, mathlib.preamble(), HELPERS, D.HELPERS, PHILOX]
-    parts += [t for n, t in TRANSPOSES.items() if n + "(" in text]
-    parts += micro_kernels(text, d)
-    parts += [s.src for s in sources]
+    parts += [s.src for s in shared_functions(sources, d) + sources]
     return "\n".join(p for p in parts if p)
