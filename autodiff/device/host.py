@@ -85,6 +85,13 @@ class Progress:
         self.left = (self.site, self.completed)
         self.site, self.calls = None, {}
 
+    def finished(self, n: int) -> None:
+        """The outermost loop ran all its ``n`` iterations: recorded before its cleanup,
+        so that an interrupt landing there (before :meth:`leave`) still names the loop as
+        run to the end rather than as no loop at all."""
+        self.done(n)
+        self.left = (self.site, n)
+
     def fed(self, k: int) -> None:
         """A Feeder call for outermost iteration ``k``."""
         self.calls[k] = self.calls.get(k, 0) + 1

@@ -17,7 +17,7 @@ import pytest
 import autodiff as ad
 from autodiff import runtime
 from autodiff.device import get
-from autodiff.device.host import prefetch_option
+from autodiff.device.host import Progress, prefetch_option
 from autodiff.errors import ExecutionInterrupted
 from autodiff.graph.trace import TRACER
 from autodiff.nn import Linear
@@ -91,6 +91,23 @@ def test_keyboard_interrupt_in_a_callback(device, where, at):
         assert e.completed == at and len(m.seen) == at
     assert _equal(m.state(), traj[e.completed])
     assert e.feeder_calls == m.feeds + (where == "feeder") - e.completed
+
+
+def test_interrupt_in_the_loops_cleanup_names_it_run_to_the_end(device, monkeypatch):
+    """An interrupt landing after the loop's last iteration, in its cleanup (here: where
+    the device reports leaving it), names the loop as run to the end, the variables
+    holding their final values (not "outside any loop")."""
+    traj = _trajectory(device)
+    m = Model()
+
+    def leave(self):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Progress, "leave", leave)
+    with pytest.raises(ExecutionInterrupted) as info:
+        ad.execute(device=device)
+    e = info.value
+    assert e.completed == N and f"ran all its {N} iterations" in str(e), str(e)
+    assert _equal(m.state(), traj[N]) and m.feeds == N
 
 
 def test_interrupt_while_compiling_leaves_everything_unchanged(device, monkeypatch):

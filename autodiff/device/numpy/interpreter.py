@@ -134,7 +134,7 @@ class Interpreter:
                 self._feeds = ahead.take(k) if ahead is not None else None
                 self._run(body, store)
             if top:
-                self.progress.done(length)
+                self.progress.finished(length)
         except BaseException:
             if top:
                 with deferred_interrupts():

@@ -467,7 +467,7 @@ class ProceduralExecutor:
                 for f in body:
                     f()
             if top:
-                self.progress.done(length)
+                self.progress.finished(length)
         except BaseException:
             if top:
                 with deferred_interrupts():

@@ -746,7 +746,7 @@ class Executable:
             if not replay:
                 self._drain()               # the loop's callbacks have all run
             if top:
-                self.progress.done(stop)
+                self.progress.finished(stop)
         except BaseException as e:
             if top:
                 self._stop(lp, e)

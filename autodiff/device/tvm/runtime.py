@@ -162,6 +162,7 @@ class Executable:
                 k += 1
             if top:
                 self._commit(n, vars_)
+                self.progress.finished(n)
         except BaseException:
             if top:
                 with deferred_interrupts():
