@@ -438,6 +438,42 @@ def test_a_fed_blocks_staging_arrays_are_released_with_their_checkpoint(opencl_e
     assert opencl_executables[-1]._staging.in_use == 0
 
 
+def test_cut_blocks_take_rows_of_whole_block_arrays(opencl_executables):
+    """Blocks cut short (the synced first iteration, checkpoints, the run's end) take
+    rows of the same ``[RING, *shape]`` staging arrays as whole blocks: one array shape per
+    Feeder, and every iteration's value reaches the device."""
+    steps = CHECKPOINT + RING + 3          # blocks of 1, 7, 8, ..., and a last of 3
+    ad.reset()
+    rng = np.random.default_rng(3)
+    w = ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+    xs = rng.standard_normal((steps, 5, 4)).astype(np.float32)
+    it = iter(xs)
+    opt = ad.optim.SGD([w], lr=0.01)
+    losses = []
+
+    def step():
+        opt.zero_grad()
+        loss = (ad.Feeder(lambda: next(it), [5, 4], name="x") @ w).square().mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda v: losses.append(float(v)), [loss], name="r")
+    w0 = w.numpy().copy()
+    ad.ir_for(steps, step)
+    ad.execute(device="opencl")
+    exe = opencl_executables[-1]
+    assert _loop(exe).block == RING and len(losses) == steps
+    shapes = {(shape, np.dtype(dt)) for (shape, dt), free in exe._staging._free.items()
+              if free}
+    assert shapes == {((RING, 5, 4), np.dtype(np.float32))}, shapes
+    ref = w0                               # the values reached every iteration
+    for k in range(steps):
+        g = 2 * xs[k].T @ (xs[k] @ ref) / (5 * 6)
+        np.testing.assert_allclose(losses[k], np.mean(np.square(xs[k] @ ref)),
+                                   rtol=1e-5, atol=1e-6)
+        ref = ref - 0.01 * g
+    np.testing.assert_allclose(w.numpy(), ref, rtol=1e-4, atol=1e-6)
+
+
 def test_a_block_feeds_0d_values_as_the_numpy_device_does(opencl_executables):
     """Feeders of a 0-d value and of a vector in a block loop: each iteration's values
     reach the device (rows of the block's staging arrays; a 0-d row is a view too)."""
