@@ -442,7 +442,7 @@ def test_cut_blocks_take_rows_of_whole_block_arrays(opencl_executables):
     """Blocks cut short (the synced first iteration, checkpoints, the run's end) take
     rows of the same ``[RING, *shape]`` staging arrays as whole blocks: one array shape per
     Feeder, and every iteration's value reaches the device."""
-    steps = CHECKPOINT + RING + 3          # blocks of 1, 7, 8, ..., and a last of 3
+    steps = CHECKPOINT + RING + 3   # blocks 1 (synced), 8, ..., 7 (to the checkpoint), 8, 3
     ad.reset()
     rng = np.random.default_rng(3)
     w = ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
