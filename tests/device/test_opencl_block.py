@@ -397,7 +397,8 @@ def test_a_blocks_feeder_values_go_to_consecutive_ring_slots(count, m):
     rows = np.arange(m * 6, dtype=np.float32).reshape(m, 2, 3)
     writes = []
     exe = SimpleNamespace(queue=None, arena=None, _events=[],
-                          _write=lambda q, buf, a, at: writes.append((a.copy(), at)) or at)
+                          _write=lambda q, buf, a, at: writes.append((a.copy(), at)) or at,
+                          _release_unrecorded=lambda: None)
     Executable._write_rows(exe, [f], [rows], m)
     slots = np.full((RING, 2, 3), np.nan, np.float32)
     for a, at in writes:

@@ -94,6 +94,7 @@ class CallWrite:
             # keep the event: dropping a pyopencl NannyEvent blocks until the copy is done
             exe._events.append(cl.enqueue_copy(exe.queue, exe.arena, a, dst_offset=self.offset,
                                                is_blocking=False))
+        exe._release_unrecorded()       # (only now: a's write is enqueued)
 
     def _call(self, exe) -> np.ndarray:
         r = self.read

@@ -822,6 +822,7 @@ class Executable:
             if m > upto:
                 self._events.append(self._write(self.queue, self.arena, a[upto:m], f.ring))
             f.count += m
+        self._release_unrecorded()
 
     def _launch_block(self, lp: Loop, depth: int, k: int, n: int) -> None:
         """Launch iterations ``k .. k+n-1`` of block loop ``lp`` (their Feeder values
@@ -1026,9 +1027,18 @@ class Executable:
             f.pending = a
 
     def _keep_unrecorded(self, a: np.ndarray) -> None:
-        """Staging array ``a`` (a write in flight, outside the checkpoints' records) is
-        released at the next sync; every :data:`STAGING_UNRECORDED` arrays force one."""
+        """Staging array ``a`` (outside the checkpoints' records; its write to the arena
+        is about to be enqueued) stays in use until :meth:`_release_unrecorded` after a
+        later sync."""
         self._unrecorded.append(a)
+
+    def _release_unrecorded(self) -> None:
+        """Called right after a write from a staging array was enqueued: once more than
+        :data:`STAGING_UNRECORDED` arrays are kept, a sync completes their writes and
+        returns them to the pool. Never from :meth:`_keep_unrecorded` itself: there the
+        newest array's write is not enqueued yet, and released before it, the array went
+        to the next value taken, which the device then wrote in this one's place (one
+        rank's ``all_reduce`` result arriving with the next collective's values)."""
         if len(self._unrecorded) > STAGING_UNRECORDED:
             self.queue.finish()
             self._staging.release(self._unrecorded)
@@ -1045,6 +1055,7 @@ class Executable:
         # keep the event: dropping a pyopencl NannyEvent blocks until the copy is done
         self._events.append(self._write(self.queue, self.arena, f.pending, at))
         f.pending = None
+        self._release_unrecorded()
 
     # -- receivers ------------------------------------------------------------------------------
     def _receive(self, r: Receive) -> None:
