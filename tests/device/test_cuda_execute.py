@@ -150,3 +150,51 @@ def test_tree_reductions_with_warp_shuffles_match_numpy(host, shape):
     for i, (g, r) in enumerate(zip(got, ref)):
         np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL * max(1, np.abs(r).max()),
                                    err_msg=f"value {i}")
+
+
+@pytest.mark.parametrize("kind", ["feeders", "host_functions"])
+def test_staging_returns_to_the_pool_only_after_its_write(host, monkeypatch, kind):
+    """Outside any recorded loop, more values staged than ``STAGING_UNRECORDED`` (Feeders,
+    host-function results): every pinned array returned to the pool was written to the
+    device since it was taken (released before its write, the next value staged in it
+    went out in its place: the race the OpenCL device's collectives showed), and the
+    values arrive."""
+    from autodiff.device.cuda import runtime as R
+    written, taken, early = set(), [], []
+    real_take, real_all, real_write = R.Staging.take, R.Staging.release_all, \
+        R.Executable._write
+
+    def take(self, shape, dtype):
+        a = real_take(self, shape, dtype)
+        taken.append(R._ptr(a))
+        written.discard(R._ptr(a))
+        return a
+
+    def release_all(self):
+        early.extend(p for p in taken if p not in written)
+        taken.clear()
+        return real_all(self)
+
+    def write(self, offset, a, base=None):
+        written.add(R._ptr(a))
+        return real_write(self, offset, a, base)
+    monkeypatch.setattr(R.Staging, "take", take)
+    monkeypatch.setattr(R.Staging, "release_all", release_all)
+    monkeypatch.setattr(R.Executable, "_write", write)
+    n = R.STAGING_UNRECORDED + 8
+    xs = np.random.default_rng(7).standard_normal((n, 5)).astype(np.float32)
+    ad.reset()
+    if kind == "feeders":
+        got = []
+        for i in range(n):
+            x = ad.Feeder(lambda i=i: xs[i], [5], name=f"x{i}")
+            ad.Receiver(lambda v: got.append(float(v)), [x.sum()], name=f"r{i}")
+        ad.execute(device="cuda")
+        np.testing.assert_allclose(got, xs.sum(1), rtol=RTOL, atol=ATOL)
+    else:
+        outs = [ad.host_callback(lambda v, k=k: v * (k + 1), [ad.tensor(xs[k]) * 1], (5,),
+                                 name=f"h{k}") * 1 for k in range(n)]
+        ad.execute(device="cuda")
+        for k, t in enumerate(outs):
+            np.testing.assert_allclose(t.numpy(), xs[k] * (k + 1), rtol=RTOL, atol=ATOL)
+    assert early == [], f"{len(early)} arrays back in the pool before their write"

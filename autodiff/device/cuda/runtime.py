@@ -362,6 +362,8 @@ class Executable:
                     self._call_feed(f)
                 self._write(0, f.pending, f.staging)
                 f.pending = None
+            if st.feeds:
+                self._release_staged()
             if st.rand and self._words != self._dev_words:
                 self._write_words()
             if st.counters and cl_control.counters_now(self) != self._dev_counters:
@@ -479,15 +481,26 @@ class Executable:
         f.pending = self._stage(v, f.shape, f.dtype)
 
     def _stage(self, v, shape: tuple, dtype) -> np.ndarray:
-        """``v`` in a pinned staging array, recorded for a replay."""
+        """``v`` in a pinned staging array, recorded for a replay (outside any recorded
+        loop the array is returned to the pool by :meth:`_release_staged`)."""
         a = self._staging.take(shape, dtype)
         np.copyto(a, v)
         if self._record is not None:
             self._record.append(a)
-        elif self._staging.in_use > STAGING_UNRECORDED:     # outside any recorded loop
+        return a
+
+    def _release_staged(self) -> None:
+        """After a staged value's write was enqueued, outside any recorded loop: once more
+        than :data:`STAGING_UNRECORDED` arrays are in use and every staged Feeder value has
+        been written (none is waiting in ``pending`` for its step), a sync completes the
+        writes and the arrays return to the pool. Not from :meth:`_stage`: there the new
+        array's write is not enqueued yet (nor those of Feeders called at the iteration's
+        start for later steps), and an array back in the pool before its write went out
+        with the next value staged in it (the OpenCL device's twin of this rule)."""
+        if self._record is None and self._staging.in_use > STAGING_UNRECORDED and \
+                all(f.pending is None for f in _feeds(self.steps)):
             self._finish()
             self._staging.release_all()
-        return a
 
     # -- host callbacks ---------------------------------------------------------------------
     def _call(self, c: Call) -> None:
@@ -505,6 +518,7 @@ class Executable:
         self._drain()
         v = call_callback(c.spec, tuple(self._iters), c.pinned)
         self._write(c.offset, self._stage(v, c.shape, c.dtype))
+        self._release_staged()
 
     # -- receivers --------------------------------------------------------------------------
     def _receive(self, r: Receive) -> None:
