@@ -198,3 +198,65 @@ def test_staging_returns_to_the_pool_only_after_its_write(host, monkeypatch, kin
         for k, t in enumerate(outs):
             np.testing.assert_allclose(t.numpy(), xs[k] * (k + 1), rtol=RTOL, atol=ATOL)
     assert early == [], f"{len(early)} arrays back in the pool before their write"
+
+
+@pytest.mark.parametrize("where", ["receiver", "feeder"])
+@pytest.mark.parametrize("at", [0, 5, 11])
+def test_keyboard_interrupt_in_a_callback_keeps_one_completed_iteration(host, where, at):
+    """A callback raising ``KeyboardInterrupt`` in iteration ``at`` of 12: the run stops
+    with ``ExecutionInterrupted`` naming ``at`` completed iterations, and the variables
+    hold exactly their values after them (the checkpoint restored and replayed, as on the
+    other devices), whatever was in flight."""
+    from host_contract import loop_program, state_after
+
+    from autodiff.errors import ExecutionInterrupted
+    expected = state_after(at)
+    good = feeder()
+    calls = {"feed": 0, "recv": 0}
+
+    def feed():
+        calls["feed"] += 1
+        if where == "feeder" and calls["feed"] == at + 1:
+            raise KeyboardInterrupt
+        return good()
+
+    def recv(loss, w):
+        calls["recv"] += 1
+        if where == "receiver" and calls["recv"] == at + 1:
+            raise KeyboardInterrupt
+    w = loop_program(12, feed, recv)
+    with pytest.raises(ExecutionInterrupted) as info:
+        ad.execute(device="cuda")
+    e = info.value
+    assert e.completed == at and f"after {at} completed iteration" in str(e), str(e)
+    np.testing.assert_allclose(w.numpy(), expected, rtol=RTOL, atol=ATOL)
+    assert e.feeder_calls == calls["feed"] - at
+
+
+def test_ctrl_c_in_a_loop_without_callbacks_ends_on_a_launched_iteration(host, monkeypatch):
+    """Ctrl-C while a loop without callbacks launches (here: during the 4th graph launch):
+    deferred to the end of that iteration's launches, which then complete; the variables
+    hold the values after the iterations launched, and the error names them."""
+    import _thread
+
+    from autodiff.errors import ExecutionInterrupted
+    launches = [0]
+    real = host.cuGraphLaunch
+
+    def launch(*a):
+        launches[0] += 1
+        if launches[0] == 4:
+            _thread.interrupt_main()
+        return real(*a)
+    monkeypatch.setattr(host, "cuGraphLaunch", launch)
+    w = ad.Tensor(np.ones(3, np.float32), name="w")
+
+    def body():
+        w.sub_(ad.Tensor(np.full(3, 0.5, np.float32)))
+    ad.ir_for(10, body)
+    with pytest.raises(ExecutionInterrupted) as info:
+        ad.execute(device="cuda")
+    k = info.value.completed
+    assert k is not None and 1 <= k < 10, str(info.value)
+    np.testing.assert_array_equal(w.numpy(), np.full(3, 1 - 0.5 * k, np.float32))
+    assert f"after {k} completed iteration" in str(info.value)

@@ -133,11 +133,13 @@ class Call:
 class Loop:
     """A ``For`` run by the host: ``body`` once per element of ``range``; ``feeds``: the
     Feeds directly in the body (called at each iteration's start); ``recovers``: an
-    outermost loop with host callbacks (checkpointed for failure recovery)."""
+    outermost loop with host callbacks (checkpointed for failure recovery); ``site``: the
+    user's ``file:line`` of its ``ir_for`` (for errors and interrupts)."""
     range: range
     body: list
     feeds: list
     recovers: bool = False
+    site: str = "?"
 
 
 @dataclass
@@ -199,19 +201,25 @@ def _target():
 
 
 def _steps(stmts, off, limits: Limits, texts: list, kernels: dict, prefix: str,
-           top: bool = True, guard: str | None = None, calls: dict | None = None) -> list:
+           top: bool = True, guard: str | None = None, calls: dict | None = None,
+           sites=None) -> list:
     """Host steps of ``stmts``; ``guard``: the C condition every kernel here runs under (a
     branch decided on the device: :mod:`autodiff.device.opencl.control`); ``calls``: the
-    :class:`Take` of each host callback started and not yet finished."""
+    :class:`Take` of each host callback started and not yet finished; ``sites``: an
+    iterator over the graph's loop sites in pre-order (the ``For`` statements' order)."""
     calls = {} if calls is None else calls
+    sites = iter(()) if sites is None else sites
     sub = lambda stmts, **kw: _steps(stmts, off, limits, texts, kernels, prefix,  # noqa
-                                     **{"top": False, "guard": guard, "calls": calls, **kw})
+                                     **{"top": False, "guard": guard, "calls": calls,
+                                        "sites": sites, **kw})
     steps = []
     for s in stmts:
         if isinstance(s, For):
+            site = next(sites, "?")
             body = sub(s.body)
             feeds = [] if _host_steps(body) else [x for x in body if type(x) is Feed]
-            steps.append(Loop(s.range, body, feeds, recovers=top and _callbacks(s.body)))
+            steps.append(Loop(s.range, body, feeds, recovers=top and _callbacks(s.body),
+                              site=site))
         elif isinstance(s, If) and _cl._on_device(s, _target()):
             g = control.guard(s.cond, off)
             both = (lambda c: f"{guard} && {c}") if guard else (lambda c: c)
@@ -372,7 +380,9 @@ def render(graph, limits: Limits, prefix: str = "", **options) -> Rendered:
     t = time.perf_counter()
     texts: list = []
     kernels: dict = {}
-    steps = segments(_steps(prog.body, off, limits, texts, kernels, prefix))
+    from ...graph.ir import Op
+    sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
+    steps = segments(_steps(prog.body, off, limits, texts, kernels, prefix, sites=sites))
     counters = None
     if any(la.counters for la in kernels.values()):
         counters = prefix + control.SET_KERNEL

@@ -45,7 +45,7 @@ import numpy as np
 from ...errors import CallbackError, FeederError, ReceiverError
 from ...graph import dtypes
 from ...graph.rng import iteration_words
-from ..host import call_callback, call_receiver, check_feed
+from ..host import Progress, call_callback, call_receiver, check_feed, deferred_interrupts
 from ..cstyle import philox
 from ..opencl import control as cl_control
 from ..opencl.runtime import CHECKPOINT, RECORD_BYTES, RING, STAGING_UNRECORDED
@@ -296,6 +296,7 @@ class Executable:
             IndexError: a Gather/ScatterAdd index was out of range.
             CUDAError: a driver call failed (e.g. a kernel faulted).
         """
+        self.progress = Progress()          # first: a stop before the loop names nothing
         call(self.cu.cuCtxSetCurrent, self._ctx)
         t0 = time.perf_counter()
         keep = [np.ascontiguousarray(store[var]) for var, _ in self.params]
@@ -374,53 +375,99 @@ class Executable:
                     self._receive(r)
 
     def _loop(self, lp: Loop, start: int = 0, stop: int | None = None) -> None:
-        """Run iterations ``start .. stop-1`` of ``lp``; an outermost loop with callbacks
-        checkpoints, and on a callback failure restores the parameters of the failing
-        iteration's start before the error propagates."""
+        """Run iterations ``start .. stop-1`` of ``lp``. An outermost loop with callbacks
+        checkpoints, and when a callback fails or an interrupt (Ctrl-C, or a callback
+        raising ``KeyboardInterrupt``) stops it, restores the parameters of the start of
+        the iteration it stops in (:meth:`_stopped`). An outermost loop without callbacks
+        runs no user code: Ctrl-C is deferred to the end of each iteration's launches,
+        and the iterations launched then complete."""
         guard = lp.recovers and self._replay is None
+        top = not self._iters and self._replay is None
+        if guard:
+            self._drain()                   # the Receivers before the loop first
         depth = len(self._iters)
         self._iters.append(0)
-        if guard:
-            self._drain()
+        if top:
+            self.progress.enter(lp.site)
         stop = len(lp.range) if stop is None else stop
-        every, base = self.checkpoint_every, start
+        every, base, launched = self.checkpoint_every, start, start
         marks: collections.deque = collections.deque()
-        for k in range(start, stop):
-            if len(marks) >= RING:          # at most RING iterations in flight
-                self._wait(marks.popleft())
-            self._iters[depth] = k
-            self._words = iteration_words(self._iters)
-            started = False
-            try:
-                if guard and k % every == 0:
-                    self._checkpoint()
-                    base = k
-                if self._replay is None:
-                    self._poll()
-                for f in lp.feeds:
-                    self._call_feed(f)
-                started = True
-                self._exec(lp.body)
-                marks.append(self._event())
-                if self._first is None:     # one sync: first iteration done
-                    self._wait(marks.pop())
-                    self._first = time.perf_counter() - self._t0
-                    self._iter0 = (time.perf_counter(), stop - start - 1, time.process_time())
-                if guard and k == stop - 1:
-                    self._drain()
-            except (FeederError, ReceiverError, CallbackError) as e:
-                if guard:
-                    if started or isinstance(e, ReceiverError):
-                        self._recover(lp, base, e.iteration[0] if e.iteration else k)
+        try:
+            for k in range(start, stop):
+                if len(marks) >= RING:          # at most RING iterations in flight
+                    self._wait(marks.popleft())
+                self._iters[depth] = k
+                self._words = iteration_words(self._iters)
+                if top:
+                    self.progress.done(self._completed(k))
+                started = False
+                try:
+                    if guard and k % every == 0:
+                        self._checkpoint()
+                        base = k
+                    if self._replay is None:
+                        self._poll()
+                    for f in lp.feeds:
+                        self._call_feed(f)
+                    started = True
+                    if top and not guard:       # no user code in it: launch it whole
+                        with deferred_interrupts():
+                            self._exec(lp.body)
+                            marks.append(self._event())
+                            launched = k + 1
                     else:
-                        self._finish()
-                raise
-        for ev in marks:
-            self.cu.cuEventDestroy(ev)
-        del self._iters[depth:]
-        self._words = iteration_words(self._iters)
-        if guard:
-            self._record = None
+                        self._exec(lp.body)
+                        marks.append(self._event())
+                    if self._first is None:     # one sync: first iteration done
+                        self._wait(marks.pop())
+                        self._first = time.perf_counter() - self._t0
+                        self._iter0 = (time.perf_counter(), stop - start - 1,
+                                       time.process_time())
+                    if guard and k == stop - 1:
+                        self._drain()
+                except BaseException as e:
+                    if guard:
+                        self._stopped(lp, base, k, started, e)
+                    elif top:
+                        with deferred_interrupts():
+                            self._finish()      # the iterations launched complete
+                            self.progress.stopped(launched)
+                    raise
+            if top:
+                self.progress.finished(stop)
+        finally:
+            for ev in marks:
+                self.cu.cuEventDestroy(ev)
+            del self._iters[depth:]
+            self._words = iteration_words(self._iters)
+            if guard:
+                self._record = None
+            if top:
+                self.progress.leave()
+
+    def _completed(self, k: int) -> int:
+        """Iterations of the outermost loop complete when iteration ``k`` is the next:
+        those before ``k`` whose Receivers have all returned."""
+        return min(k, self._pending[0].iters[0]) if self._pending else k
+
+    def _stopped(self, lp: Loop, base: int, k: int, started: bool, e: BaseException) -> None:
+        """The recovering loop ``lp`` stops in iteration ``k`` (checkpoint ``base``): put
+        back the parameters of the start of the iteration it stops in -- a callback
+        error's own, or for an interrupt the first not completed (:meth:`_completed`) --
+        from the checkpoint and the Feeder record, with Ctrl-C deferred meanwhile."""
+        if isinstance(e, (FeederError, ReceiverError, CallbackError)):
+            target = e.iteration[0] if e.iteration else k
+            with deferred_interrupts():
+                if started or isinstance(e, ReceiverError):
+                    self._recover(lp, base, target)
+                else:
+                    self._finish()
+                self.progress.stopped(target)
+            return
+        target = self._completed(k)
+        with deferred_interrupts():
+            self._recover(lp, base, target)
+            self.progress.stopped(target)
 
     def _checkpoint(self) -> None:
         """Let the Receivers of earlier iterations return, then copy the loop-written
@@ -467,6 +514,8 @@ class Executable:
             f.pending = self._replay.popleft()
             return
         it = tuple(self._iters)
+        if it:
+            self.progress.fed(it[0])
         try:
             v = f.spec.fn()
         except Exception as e:
@@ -534,7 +583,8 @@ class Executable:
         self._pending.append(Pending(self._event(), r, arrays, tuple(self._iters)))
 
     def _poll(self) -> None:
-        while self._pending and self._done(self._pending[0].event):
+        while self._pending and (self._pending[0].event is None or
+                                 self._done(self._pending[0].event)):
             self._finish_one(wait=False)
 
     def _drain(self) -> None:
@@ -542,12 +592,17 @@ class Executable:
             self._finish_one(wait=True)
 
     def _finish_one(self, wait: bool) -> None:
-        p = self._pending.popleft()
-        if wait:
-            self._wait(p.event)
-        else:
-            self.cu.cuEventDestroy(p.event)
+        """The oldest read: its Receiver called, the item removed only once that returned
+        (a Receiver raising leaves its iteration incomplete: :meth:`_completed`)."""
+        p = self._pending[0]
+        if p.event is not None:
+            if wait:
+                self._wait(p.event)
+            else:
+                self.cu.cuEventDestroy(p.event)
+            p.event = None
         call_receiver(p.recv.spec, p.iters, p.arrays)
+        self._pending.popleft()
 
     def close(self) -> None:
         """Free the graphs, the module, the device and pinned memory (also on garbage
