@@ -160,7 +160,7 @@ def test_staging_returns_to_the_pool_only_after_its_write(host, monkeypatch, kin
     went out in its place: the race the OpenCL device's collectives showed), and the
     values arrive."""
     from autodiff.device.cuda import runtime as R
-    written, taken, early = set(), [], []
+    written, taken, early, released = set(), [], [], []
     real_take, real_all, real_write = R.Staging.take, R.Staging.release_all, \
         R.Executable._write
 
@@ -172,6 +172,7 @@ def test_staging_returns_to_the_pool_only_after_its_write(host, monkeypatch, kin
 
     def release_all(self):
         early.extend(p for p in taken if p not in written)
+        released.append(len(taken))
         taken.clear()
         return real_all(self)
 
@@ -198,6 +199,7 @@ def test_staging_returns_to_the_pool_only_after_its_write(host, monkeypatch, kin
         for k, t in enumerate(outs):
             np.testing.assert_allclose(t.numpy(), xs[k] * (k + 1), rtol=RTOL, atol=ATOL)
     assert early == [], f"{len(early)} arrays back in the pool before their write"
+    assert sum(released) >= n, released        # every staged array was looked at
 
 
 @pytest.mark.parametrize("where", ["receiver", "feeder"])

@@ -32,10 +32,13 @@ def _ptr(a: np.ndarray) -> int:
 @pytest.fixture
 def releases(monkeypatch):
     """Watch the staging pool: ``violations`` lists each release of an array whose write
-    from it (since it was taken) was not enqueued or not complete."""
+    from it (since it was taken) was not enqueued or not complete; ``violations.checked``
+    counts the releases looked at."""
     import pyopencl as cl
     state: dict = {}                 # data pointer -> None (taken) or the write's event
-    violations: list = []
+    class Violations(list):
+        checked = 0
+    violations = Violations()
     Staging = runtime.Staging
     real_take, real_release, real_all = Staging.take, Staging.release, Staging.release_all
 
@@ -47,6 +50,7 @@ def releases(monkeypatch):
 
     def check(a):
         if a.size and _ptr(a) in state:
+            violations.checked += 1
             ev = state.pop(_ptr(a))
             if ev is None or ev.command_execution_status != cl.command_execution_status.COMPLETE:
                 violations.append("not written" if ev is None else "write in flight")
@@ -92,7 +96,7 @@ def test_feeders_outside_loops_keep_their_staging_until_written(releases):
         ad.Receiver(lambda v: got.append(float(v)), [x.sum()], name=f"r{i}")
     ad.execute(device="opencl")
     np.testing.assert_allclose(got, xs.sum(axis=(1, 2)), rtol=1e-5, atol=1e-5)
-    assert releases == [], releases
+    assert releases == [] and releases.checked >= N, releases
 
 
 def test_host_functions_outside_loops_keep_their_staging_until_written(releases):
@@ -103,4 +107,4 @@ def test_host_functions_outside_loops_keep_their_staging_until_written(releases)
     ad.execute(device="opencl")
     for k, t in enumerate(outs):
         np.testing.assert_allclose(t.numpy(), xs[k] * (k + 1), rtol=1e-6, atol=1e-6)
-    assert releases == [], releases
+    assert releases == [] and releases.checked >= N, releases

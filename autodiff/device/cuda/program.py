@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...graph.dtypes import storage
+from ...graph.ir import Op
 from ...procedural.ir import (BufferKind, CallbackRead, CallbackWrite, FeederWrite, For, If,
                               Kernel, ReceiverRead, While)
 from .. import opencl as _cl
@@ -380,7 +381,6 @@ def render(graph, limits: Limits, prefix: str = "", **options) -> Rendered:
     t = time.perf_counter()
     texts: list = []
     kernels: dict = {}
-    from ...graph.ir import Op
     sites = iter([n.site for n in graph.walk() if n.op in (Op.FOR, Op.SCAN)])
     steps = segments(_steps(prog.body, off, limits, texts, kernels, prefix, sites=sites))
     counters = None

@@ -425,10 +425,10 @@ class Executable:
                                        time.process_time())
                     if guard and k == stop - 1:
                         self._drain()
-                except BaseException as e:
+                except (FeederError, ReceiverError, CallbackError, KeyboardInterrupt) as e:
                     if guard:
                         self._stopped(lp, base, k, started, e)
-                    elif top:
+                    elif top and isinstance(e, KeyboardInterrupt):
                         with deferred_interrupts():
                             self._finish()      # the iterations launched complete
                             self.progress.stopped(launched)
@@ -454,7 +454,8 @@ class Executable:
         """The recovering loop ``lp`` stops in iteration ``k`` (checkpoint ``base``): put
         back the parameters of the start of the iteration it stops in -- a callback
         error's own, or for an interrupt the first not completed (:meth:`_completed`) --
-        from the checkpoint and the Feeder record, with Ctrl-C deferred meanwhile."""
+        from the checkpoint and the Feeder record, with Ctrl-C deferred meanwhile. (Other
+        errors, a driver error above all, propagate untouched: a sync would raise again.)"""
         if isinstance(e, (FeederError, ReceiverError, CallbackError)):
             target = e.iteration[0] if e.iteration else k
             with deferred_interrupts():
