@@ -21,6 +21,14 @@ except device.OpenCLUnavailable as e:
     pytest.skip(f"no OpenCL platform: {e}", allow_module_level=True)
 
 
+@pytest.fixture(autouse=True)
+def no_idle_helpers():
+    """Each test starts and ends with no idle helper kept by this process."""
+    prejit.end_idle()
+    yield
+    prejit.end_idle()
+
+
 def _train(steps: int, dev: str = "opencl", **options):
     """SGD with a cosine schedule over ``steps`` steps on a [16, 24] linear layer: the
     schedule's constants (``steps`` among them) are one-point kernels' literals. Returns
@@ -139,7 +147,8 @@ def test_the_helper_alone_compiles_every_kernel_from_the_last(tmp_path, fresh_ca
     claims.mkdir()
     helper = prejit.start(dev, str(claims))
     helper.send([str(path)], [(0, k.name, (8,), (4,)) for k in kernels])
-    assert helper.proc.wait(timeout=120) == 0
+    helper.wait(120)
+    assert helper.done() and helper.proc.poll() is None     # waiting for the next one
     assert sorted(os.listdir(claims)) == [str(i) for i in range(len(kernels))] + ["done"]
     helper.stop()
     assert not claims.exists()
@@ -163,10 +172,89 @@ def test_an_early_helper_warms_up_builds_its_part_signals_it_and_compiles(tmp_pa
                 [(i % 2, k.name, (8,), (4,)) for i, k in enumerate(kernels)], mine=1)
     helper.wait_built(1)
     assert os.path.exists(os.path.join(helper.claims, "built-1"))
-    assert helper.proc.wait(timeout=120) == 0
+    helper.wait(120)
     assert sorted(os.listdir(helper.claims)) == ["0", "1", "2", "3", "built-1", "done"]
     helper.stop()
     assert sum(_compiled(fresh_cache).values()) == len(kernels)
+
+
+def test_a_helper_that_finished_is_lent_to_the_next_program(tmp_path, fresh_cache):
+    """A helper that finished its program waits, idle, for the next: :func:`.acquire`
+    lends the same process again (a new claims directory), it compiles the next program
+    without a warm-up, and :func:`.end_idle` ends it."""
+    _, dev = device.context()
+    pids = []
+    for n in (3, 5):
+        src, kernels = _dispatch_program(n)
+        path = tmp_path / f"p{n}.cl"
+        path.write_text(f"// program {n}\n" + src)
+        helper = prejit.acquire(dev)
+        pids.append(helper.proc.pid)
+        helper.send([str(path)], [(0, k.name, (8,), (4,)) for k in kernels])
+        helper.wait(120)
+        assert helper.done()
+        assert sorted(os.listdir(helper.claims)) == sorted([str(i) for i in range(n)] + ["done"])
+        claims, proc = helper.claims, helper.proc
+        helper.stop()
+        assert not os.path.exists(claims) and proc.poll() is None
+    assert pids[0] == pids[1]
+    assert sum(_compiled(fresh_cache).values()) == 3 + 5
+    prejit.end_idle()
+    assert proc.poll() is not None
+    assert prejit.acquire(dev).proc.pid != pids[0]
+
+
+def test_a_helper_lent_back_before_it_finished_ends_that_program_early(tmp_path,
+                                                                        fresh_cache):
+    """A loan ended while the helper still works on the program (the caller compiled
+    everything first) removes the claims directory: the helper finds no kernel left,
+    ends that program with the kernel it is on, and takes the next program, which it
+    compiles whole."""
+    _, dev = device.context()
+    src, kernels = _dispatch_program(24)
+    path = tmp_path / "p.cl"
+    path.write_text(src)
+    launches = [(0, k.name, (8,), (4,)) for k in kernels]
+    helper = prejit.acquire(dev)
+    proc, claims = helper.proc, helper.claims
+    helper.send([str(path)], launches)
+    helper.stop()                       # at once: it has not finished
+    assert proc.poll() is None and not os.path.exists(claims)
+    src2, kernels2 = _dispatch_program(5)
+    path2 = tmp_path / "p2.cl"
+    path2.write_text("// the next program\n" + src2)
+    again = prejit.acquire(dev)
+    assert again.proc.pid == proc.pid
+    again.send([str(path2)], [(0, k.name, (8,), (4,)) for k in kernels2])
+    again.wait(120)
+    assert again.done() and sorted(os.listdir(again.claims)) == \
+        sorted([str(i) for i in range(5)] + ["done"])
+    again.stop()
+    assert sum(_compiled(fresh_cache).values()) <= 5 + 1    # at most one of the first
+
+
+def test_an_idle_helper_ends_by_itself_and_another_environment_gets_its_own(
+        tmp_path, fresh_cache, monkeypatch):
+    """An idle helper ends after :data:`.IDLE_S` without a program (and :func:`.acquire`
+    then starts a new one); one started under another ``POCL_CACHE_DIR`` is not lent
+    (it would compile into a cache this caller does not read)."""
+    _, dev = device.context()
+    monkeypatch.setattr(prejit, "IDLE_S", 1.0)
+    helper = prejit.acquire(dev)
+    proc = helper.proc
+    helper.stop()                       # sent nothing: kept
+    assert proc.poll() is None
+    assert proc.wait(timeout=120) == 0  # ended by itself
+    again = prejit.acquire(dev)
+    kept = again.proc
+    assert kept.pid != proc.pid
+    again.stop()
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv("POCL_CACHE_DIR", str(other))
+    third = prejit.acquire(dev)
+    assert third.proc.pid != kept.pid and kept.poll() is None
+    third.stop()
 
 
 def test_an_unused_early_helper_ends_quietly(fresh_cache):
@@ -361,9 +449,13 @@ def test_execute_starts_the_helper_before_the_graph_passes_and_compile_uses_it(m
     l1, w1, _, st1 = _train(6, chain_work=0)
     assert len(started) == 1 and seen["prepared"] is started[0]
     assert st1["program_parts"] == 2 and st1["prejit"] is True
-    assert started[0].proc is None                          # stopped
+    assert started[0].proc is None                          # its loan ended
     np.testing.assert_array_equal(l1, l0)
     np.testing.assert_array_equal(w1, w0)
+    l2, w2, _, st2 = _train(6, chain_work=0)    # the next program: the same helper, idle
+    assert len(started) == 1 and seen["prepared"] is not started[0]
+    assert seen["prepared"] is not None and st2["prejit"] is True
+    np.testing.assert_array_equal(l2, l0)
 
 
 def test_a_prepared_helper_ends_when_the_graph_passes_fail(monkeypatch):
@@ -413,3 +505,28 @@ def test_a_source_file_written_by_several_processes_at_once_is_read_whole(tmp_pa
             t.join()
         assert seen == [True] * 8, trial
     assert not list((tmp_path / "autodiff" / "opencl").glob("*.tmp"))
+
+
+def test_the_helpers_part_is_built_here_between_kernels_once_it_says_so():
+    """:meth:`.Programs.get_ready`: the part the helper builds is built here (from the
+    cache) as soon as the helper has signalled it, not after this process's last kernel;
+    before the signal, or with no helper, nothing is built."""
+    built = []
+    programs = prejit.Programs(["a.cl", "b.cl"], lambda p: built.append(p) or p)
+
+    class Stub:
+        mine, ready, proc = 1, False, None
+
+        def built(self):
+            return self.ready
+
+        def wait_built(self, part):
+            pass
+    helper = Stub()
+    programs.get_ready(None)
+    programs.get_ready(helper)
+    assert built == []
+    helper.ready = True
+    programs.get_ready(helper)
+    programs.get_ready(helper)
+    assert built == ["b.cl"] and programs.get(1) == "b.cl"

@@ -21,6 +21,12 @@ Two ways to run it:
   helper builds one while this process builds the other, then each compiles work-group
   functions; this process builds the helper's part from PoCL's cache once the helper
   says it is built (a file ``built-<part>`` in the claims directory).
+* **Kept** (:func:`acquire`): a helper that finished its program waits for the next one
+  (:data:`IDLE_S`); the next large program of this process gets it with its interpreter,
+  pyopencl and PoCL's compiler loaded, ready at once (a new helper's start: 0.75-1.1 s of a
+  core, which the first program's lowering hides but a later one's need not). The same
+  idea as PyTorch Inductor's pool of compile workers, which outlives each
+  ``torch.compile`` call.
 * **Late** (:func:`compile_all` with no helper): at the first kernel not found in the
   cache a helper starts and builds the same program -- a hit in PoCL's disk cache, this
   process's build wrote it.
@@ -37,6 +43,7 @@ kernel compiled.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -58,6 +65,10 @@ PROBE_S = 0.03
 #: seconds the caller waits at most for the helper's last kernel (then it stops the
 #: helper; the first iteration compiles whatever is missing)
 WAIT_S = 300.0
+
+#: seconds a helper that finished its program waits for the next one before it ends (a
+#: process keeps one per device between ``execute()`` calls: :func:`acquire`)
+IDLE_S = 120.0
 
 #: graph IR nodes from which the device's compile starts a helper early (:func:`early`):
 #: a helper's start takes ~1 s, which the caller's lowering, fusion and rendering hide;
@@ -121,12 +132,20 @@ def label(device) -> str:
 
 def claim(claims: str, i: int) -> bool:
     """Claim kernel ``i`` (its position in the first-launch order) in directory
-    ``claims``; False when the other side already has."""
+    ``claims``; False when the other side already has or the directory is gone."""
     try:
         os.close(os.open(os.path.join(claims, str(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         return True
-    except FileExistsError:
+    except (FileExistsError, FileNotFoundError):    # no directory: the caller is done
         return False
+
+
+def _signal(claims: str, name: str) -> None:
+    """Create file ``name`` in directory ``claims`` (nothing if the caller removed it)."""
+    try:
+        open(os.path.join(claims, name), "w").close()
+    except FileNotFoundError:
+        pass
 
 
 def launch_noop(queue, prg, buf, launch):
@@ -171,6 +190,14 @@ class Programs:
             self.built[i] = self._build(self.paths[i])
         return self.built[i]
 
+    def get_ready(self, helper: "Helper | None") -> None:
+        """Build here (from PoCL's cache) the part ``helper`` builds if it says it has
+        built it: between this process's kernels, so that the build overlaps the helper's
+        kernels instead of following the last of them."""
+        if helper is not None and helper.mine is not None and \
+                helper.mine not in self.built and helper.built():
+            self.get(helper.mine, helper)
+
 
 def early(device, graph, options: dict, traced: bool = False) -> "Helper | None":
     """A helper started now (before the caller lowers ``graph``) when it will pay: the
@@ -181,7 +208,7 @@ def early(device, graph, options: dict, traced: bool = False) -> "Helper | None"
         return None
     if sum(1 for _ in graph.walk()) < (EARLY_TRACED_NODES if traced else EARLY_NODES):
         return None
-    return start(device, key=warm_key(graph))
+    return acquire(device, key=warm_key(graph))
 
 
 def compile_all(ctx, device, programs: Programs, launches: list,
@@ -205,13 +232,14 @@ def compile_all(ctx, device, programs: Programs, launches: list,
     mine = len(launches)
     try:
         for i, (part, *la) in enumerate(launches):
+            programs.get_ready(helper)
             if not claim(claims, i):            # the helper's from here on
                 mine = i
                 helper.wait(WAIT_S)
                 break
             ev = launch_noop(queue, programs.get(part, helper), buf, la)
             if helpful and helper is None and _pending_after(ev, PROBE_S):
-                helper = start(device, claims)
+                helper = acquire(device, claims)
                 if helper is not None:
                     helper.send(programs.paths, launches)
             ev.wait()
@@ -223,10 +251,13 @@ def compile_all(ctx, device, programs: Programs, launches: list,
 
 
 class Helper:
-    """A running helper process (:func:`start`) and its claims directory."""
+    """A helper process (:func:`start`) lent to one program: its claims directory and the
+    part it builds. :meth:`stop` ends the loan: a helper that finished the program (or
+    never got one) goes back to this process's idle helpers (:func:`acquire`), any other
+    is ended."""
 
-    def __init__(self, proc: subprocess.Popen, claims: str):
-        self.proc, self.claims = proc, claims
+    def __init__(self, proc: subprocess.Popen, claims: str, device: str = ""):
+        self.proc, self.claims, self.device = proc, claims, device
         self.mine = None                # the part it builds (:meth:`send`)
 
     def send(self, paths: list[str], launches: list, mine: int | None = None) -> None:
@@ -238,7 +269,7 @@ class Helper:
                 "launches": [[p, n, list(g), list(loc)] for p, n, g, loc in launches]}
         try:
             self.proc.stdin.write((json.dumps(spec) + "\n").encode())
-            self.proc.stdin.close()
+            self.proc.stdin.flush()
         except OSError:                 # it has ended: the caller compiles everything
             pass
 
@@ -250,8 +281,17 @@ class Helper:
 
     def wait(self, seconds: float) -> None:
         """Wait at most ``seconds`` for the helper to finish its last kernel (its signal
-        file ``done``; its exit, which tears down PoCL, is not waited for) or to end."""
+        file ``done``) or to end."""
         self._wait_for("done", seconds)
+
+    def built(self) -> bool:
+        """Whether the helper has signalled that it built its part."""
+        return self.proc is not None and \
+            os.path.exists(os.path.join(self.claims, f"built-{self.mine}"))
+
+    def done(self) -> bool:
+        """Whether the helper has finished the program it was sent."""
+        return os.path.exists(os.path.join(self.claims, "done"))
 
     def _wait_for(self, name: str, seconds: float) -> None:
         flag = os.path.join(self.claims, name)
@@ -261,22 +301,66 @@ class Helper:
             time.sleep(0.002)
 
     def stop(self) -> None:
-        """End the helper if it is still running (what it wrote stays in the cache) and
-        remove its claims directory."""
+        """End the loan (again: nothing): the claims directory is removed (a helper still
+        on the program then finds every kernel claimed and ends it with the build or
+        kernel it is on) and a running helper goes back to this process's idle helpers
+        (:func:`acquire`) unless one is there already; any other is ended (what it wrote
+        stays in the cache)."""
         p, self.proc = self.proc, None
-        if p is not None:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            if p.stdin is not None and not p.stdin.closed:
-                try:
-                    p.stdin.close()
-                except OSError:
-                    pass
-            shutil.rmtree(self.claims, ignore_errors=True)
+        if p is None:
+            return
+        shutil.rmtree(self.claims, ignore_errors=True)
+        key = (os.getpid(), self.device, _environment())
+        if p.poll() is None and key not in _IDLE:
+            _IDLE[key] = p
+        else:
+            _end(p)
 
     def __del__(self):
         self.stop()
+
+
+#: this process's idle helpers: (its pid, device label, PoCL's environment) -> the
+#: helper process (a child forked after it was started finds its parent's here, and
+#: leaves them alone; a helper started with another ``POCL_CACHE_DIR`` is not reused)
+_IDLE: dict[tuple, subprocess.Popen] = {}
+
+
+def _environment() -> tuple:
+    """The ``POCL_*`` environment variables a helper starts with, as a key."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("POCL_")))
+
+
+def _end(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    if p.stdin is not None and not p.stdin.closed:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+
+
+@atexit.register
+def end_idle() -> None:
+    """End this process's idle helpers (at exit; they also end by themselves once this
+    process has ended, or after :data:`IDLE_S` without a program)."""
+    for key in [k for k in _IDLE if k[0] == os.getpid()]:
+        _end(_IDLE.pop(key))
+
+
+def acquire(device, claims: str | None = None, key: int = 0) -> Helper | None:
+    """A helper for ``device`` claiming kernels in directory ``claims`` (a fresh one by
+    default): this process's idle one if it is running (one still ending its last program
+    reads the next after it), else a new one (:func:`start`, which warms up with ``key``).
+    None if none can start."""
+    p = _IDLE.pop((os.getpid(), label(device), _environment()), None)
+    if p is not None and p.poll() is None:
+        return Helper(p, claims or tempfile.mkdtemp(prefix="autodiff-prejit-"), label(device))
+    if p is not None:
+        _end(p)
+    return start(device, claims, key)
 
 
 def start(device, claims: str | None = None, key: int = 0) -> Helper | None:
@@ -287,29 +371,51 @@ def start(device, claims: str | None = None, key: int = 0) -> Helper | None:
     claims = claims or tempfile.mkdtemp(prefix="autodiff-prejit-")
     try:
         p = subprocess.Popen([sys.executable, "-P", os.path.abspath(__file__), label(device),
-                              str(int(key))],
+                              str(int(key)), str(IDLE_S)],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     except OSError:
         shutil.rmtree(claims, ignore_errors=True)
         return None
-    return Helper(p, claims)
+    return Helper(p, claims, label(device))
+
+
+def _lines(idle_s: float):
+    """The lines on standard input (bytes, without the newline) until it closes or none
+    comes for ``idle_s`` seconds."""
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            if not select.select([0], [], [], idle_s)[0]:
+                return
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                return
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        yield line
 
 
 def _main() -> None:
-    """The helper: warm PoCL's compiler up unless the program is there already, read the
-    program, build its own part (and signal it), compile from the last kernel on until one
-    is claimed by the caller."""
+    """The helper: warm PoCL's compiler up unless a program is there already; then, for
+    each program it is sent, build its own part (and signal it) and compile from the last
+    kernel on until one is claimed by the caller (and signal that); end when the caller
+    closes standard input or sends nothing for :data:`IDLE_S`."""
     import pyopencl as cl
     dev = next(d for p in cl.get_platforms() for d in p.get_devices()
                if f"{p.name} {d.name}" == sys.argv[1])
     ctx = cl.Context([dev])
-    if not select.select([sys.stdin], [], [], 0)[0]:
+    if not select.select([0], [], [], 0)[0]:
         cl.Program(ctx, WARM_SOURCE.format(key=int(sys.argv[2]))).build(devices=[dev])
-    line = sys.stdin.readline()
-    if not line.strip():
-        return                          # the caller did not need it
-    spec = json.loads(line)
+    q = cl.CommandQueue(ctx, dev)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    for line in _lines(float(sys.argv[3]) if len(sys.argv) > 3 else IDLE_S):
+        if line.strip():
+            _program(cl, ctx, dev, q, buf, json.loads(line))
+
+
+def _program(cl, ctx, dev, q, buf, spec: dict) -> None:
+    """One program for the helper (:func:`_main`)."""
     programs: dict = {}
 
     def program(i: int):
@@ -317,18 +423,18 @@ def _main() -> None:
             with open(spec["sources"][i]) as f:
                 programs[i] = cl.Program(ctx, f.read()).build(devices=[dev])
         return programs[i]
+    if not os.path.isdir(spec["claims"]):
+        return                          # its caller is done already
     if spec["mine"] is not None:
         program(spec["mine"])
-        open(os.path.join(spec["claims"], f"built-{spec['mine']}"), "w").close()
-    q = cl.CommandQueue(ctx, dev)
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+        _signal(spec["claims"], f"built-{spec['mine']}")
     launches = spec["launches"]
     for i in reversed(range(len(launches))):
         if not claim(spec["claims"], i):
             break
         part, *la = launches[i]
         launch_noop(q, program(part), buf, la).wait()
-    open(os.path.join(spec["claims"], "done"), "w").close()
+    _signal(spec["claims"], "done")
 
 
 if __name__ == "__main__":
