@@ -153,3 +153,28 @@ def test_one_core_process_runs_kernels_in_its_own_thread():
     assert name == "basic" and float(value) == 36.0       # 2 * 15 + 6
     name, value = _pinned_run({"POCL_DEVICES": "pthread"})  # the user's choice is kept
     assert name == "pthread" and float(value) == 36.0
+
+
+@needs_cl
+def test_int_arguments_set_by_bytes_or_by_set_arg_reach_the_kernel():
+    """:func:`.runtime.set_int_args` (pyopencl's bytes binding where it has one, else
+    ``set_arg``): every argument lands where the kernel reads it, negative ones too."""
+    import numpy as np
+    from autodiff.device.opencl.runtime import set_int_args
+    ctx, dev = device.context()
+    prg = cl.Program(ctx, "__kernel void k(__global int* o, int a, int b, int c) "
+                          "{ o[0] = a; o[1] = b; o[2] = c; }").build(devices=[dev])
+    q = cl.CommandQueue(ctx, dev)
+
+    class OnlySetArg:               # a kernel without the bytes binding
+        def __init__(self, k):
+            self.set_arg = k.set_arg
+    for wrap in (lambda k: k, OnlySetArg):
+        k = cl.Kernel(prg, "k")
+        out = np.zeros(3, np.int32)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=out)
+        k.set_arg(0, buf)
+        set_int_args(wrap(k), 1, [7, -3, 2**31 - 1])
+        cl.enqueue_nd_range_kernel(q, k, (1,), (1,))
+        cl.enqueue_copy(q, out, buf, is_blocking=True)
+        np.testing.assert_array_equal(out, [7, -3, 2**31 - 1])

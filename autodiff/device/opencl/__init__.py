@@ -36,7 +36,7 @@ from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
                       RING, Receive, RingFeed, RingReceive, _feeds, arena_buffer,
-                      build_file, check_arena, write_source)
+                      build_file, check_arena, set_int_args, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -739,8 +739,7 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(programs.get(part_of[launch_kernel[la]]), launch_kernel[la])
         la.kernel.set_arg(0, buf)
-        for i, v in enumerate(launch_args[la], 1):
-            la.kernel.set_arg(i, np.int32(v))
+        set_int_args(la.kernel, 1, launch_args[la])
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
     if options.get("profile"):
         stats["kernel_flops"] = {la.name: sum(m.flops for m in by_launch[la][1])

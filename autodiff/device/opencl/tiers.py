@@ -128,15 +128,14 @@ class Tier:
 
     def _load(self, exe) -> None:
         """A kernel per team launch, its arguments set."""
-        import numpy as np
+        from .runtime import set_int_args
         t = time.perf_counter()
         for u in self.upgrades:
             u.base = list(u.steps)
             for la in u.launches:
                 la.kernel = self.make(la.name)
                 la.kernel.set_arg(0, exe.arena)
-                for i, v in enumerate(u.args[la], 1):
-                    la.kernel.set_arg(i, np.int32(v))
+                set_int_args(la.kernel, 1, u.args[la])
         self.kernels = True
         self.swap_s += time.perf_counter() - t
 
