@@ -93,10 +93,11 @@ def test_a_training_loop_on_a_huge_page_arena_matches_the_numpy_device(monkeypat
     from autodiff.device import opencl
     from autodiff.optim import SGD
     monkeypatch.setattr(runtime, "HUGE_ARENA", 0)
-    made = []
+    made, early = [], []
 
-    def spy(ctx, dev, nbytes):
-        made.append(runtime.arena_buffer(ctx, dev, nbytes))
+    def spy(ctx, dev, nbytes, host=None):
+        early.append(host)
+        made.append(runtime.arena_buffer(ctx, dev, nbytes, host))
         return made[-1]
     monkeypatch.setattr(opencl, "arena_buffer", spy)
 
@@ -125,6 +126,42 @@ def test_a_training_loop_on_a_huge_page_arena_matches_the_numpy_device(monkeypat
     ref, got = run("numpy"), run("opencl")
     if device.select().type & cl.device_type.CPU:
         assert len(made) == 1 and made[0].flags & cl.mem_flags.USE_HOST_PTR
+        assert made[0].hostbuf is early[0]     # the memory allocated (and faulted in) early
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[2], ref[2], rtol=1e-5, atol=1e-6)
+
+
+def test_prefault_makes_every_page_resident_and_keeps_the_contents():
+    """:func:`.runtime.prefault`: once its thread is done, writing to every page of the
+    array takes no page fault, and what the array held is still there."""
+    import resource
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("prefault advises Linux's madvise")
+    _needs_huge_pages()
+    a = runtime.huge_page_array(6 << 20)
+    a[:3] = (7, 8, 9)                   # one page resident, with contents
+    t = runtime.prefault(a)
+    assert t is not None
+    t.join(timeout=60)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    a[4096::4096] = 1
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    if faults and not _populate_supported():
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux < 5.14)")
+    assert faults == 0
+    assert list(a[:3]) == [7, 8, 9] and not a[3:4096].any() and a[4096] == 1
+
+
+def _populate_supported() -> bool:
+    import ctypes
+    import mmap
+    m = mmap.mmap(-1, 4096)
+    buf = (ctypes.c_char * 4096).from_buffer(m)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    ok = libc.madvise(ctypes.addressof(buf), 4096, runtime.MADV_POPULATE_WRITE) == 0
+    del buf
+    m.close()
+    return ok

@@ -36,7 +36,8 @@ from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
                       RING, Receive, RingFeed, RingReceive, _feeds, arena_buffer,
-                      build_file, check_arena, set_int_args, write_source)
+                      arena_host, build_file, check_arena, prefault, set_int_args,
+                      write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -670,6 +671,12 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
         if report is not None:
             report.stats["memory"] = plan.stats()
     off, arena_bytes, snap = arena.layout(prog, planned, planned_bytes)
+    check_arena(arena_bytes, dev)
+    # the arena's memory now (its constants region, appended below, fits the rounding to
+    # 2 MiB pages as a rule), its pages faulted in on another thread while this one renders
+    host = arena_host(dev, arena_bytes)
+    if host is not None:
+        prefault(host)
     t = time.perf_counter()
     kernels_, by_launch = _Kernels(arena_bytes // 4), {}
     chain_work = options.get("chain_work", chain.default_work(dev))
@@ -735,7 +742,7 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     prg = programs.get(0)
     kern = {n: cl.Kernel(prg, n) for n in [philox.SET_KERNEL] +
             ([control.SET_KERNEL] if counters else [])}
-    buf = arena_buffer(ctx, dev, arena_bytes)
+    buf = arena_buffer(ctx, dev, arena_bytes, host)
     for la in launches:             # one kernel object per launch: its own arguments
         la.kernel = cl.Kernel(programs.get(part_of[launch_kernel[la]]), launch_kernel[la])
         la.kernel.set_arg(0, buf)
