@@ -321,3 +321,59 @@ def test_matmuls_from_panels_match_numpy(monkeypatch, tile):
     for i, (r, g) in enumerate(zip(ref, got)):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * max(1, np.abs(r).max()),
                                    err_msg=f"value {i}")
+
+
+def test_the_variables_go_in_with_one_mapped_write(monkeypatch):
+    """A run writes its variables into the arena with one mapped write of the region they
+    span, no copy command per variable, and the loop starts from their values (an SGD
+    loop over five variables of several dtypes and sizes against the numpy device)."""
+    import pyopencl as cl
+    copies, maps = [], []
+    real_copy, real_map = cl.enqueue_copy, cl.enqueue_map_buffer
+
+    def copy(queue, dest, src, **kw):
+        if isinstance(dest, cl.Buffer) and "dst_offset" in kw:
+            copies.append(kw["dst_offset"])
+        return real_copy(queue, dest, src, **kw)
+
+    def map_buffer(queue, buf, flags, *a, **kw):
+        maps.append(flags)
+        return real_map(queue, buf, flags, *a, **kw)
+
+    def run(dev):
+        ad.reset()
+        rng = np.random.default_rng(8)
+        ws = [ad.Tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+              for s in [(6, 7), (7,), (7, 3), (3,), (1,)]]
+        idx = ad.Tensor(np.array([2, 0, 1, 2], np.int64))
+        from autodiff.optim import SGD
+        opt = SGD(ws, lr=0.05)
+        losses = []
+
+        def step():
+            opt.zero_grad()
+            h = (ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32)) @ ws[0] + ws[1])
+            out = h.tanh() @ ws[2] + ws[3]
+            loss = (out.gather(1, idx.reshape(4, 1)) * ws[4]).tanh().mean()
+            loss.backward()
+            opt.step()
+            ad.Receiver(lambda v: losses.append(float(v)), [loss], name="loss")
+        ad.ir_for(3, step)
+        ad.execute(device=dev)
+        return losses, [w.numpy() for w in ws]
+    from autodiff.device.opencl import runtime
+    offsets, real_run = [], runtime.Executable.run
+
+    def spy_run(self, store):
+        offsets.extend(off for _, off in self.params)
+        return real_run(self, store)
+    ref = run("numpy")
+    monkeypatch.setattr(cl, "enqueue_copy", copy)
+    monkeypatch.setattr(cl, "enqueue_map_buffer", map_buffer)
+    monkeypatch.setattr(runtime.Executable, "run", spy_run)
+    got = run("opencl")
+    assert maps.count(cl.map_flags.WRITE_INVALIDATE_REGION) == 1
+    assert len(offsets) >= 5 and not set(copies) & set(offsets)     # no copy per variable
+    np.testing.assert_allclose(got[0], ref[0], rtol=RTOL, atol=ATOL)
+    for g, r in zip(got[1], ref[1]):
+        np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL)
