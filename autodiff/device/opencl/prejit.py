@@ -21,11 +21,12 @@ Two ways to run it:
   helper builds one while this process builds the other, then each compiles work-group
   functions; this process builds the helper's part from PoCL's cache once the helper
   says it is built (a file ``built-<part>`` in the claims directory).
-* **Kept** (:func:`acquire`): a helper that finished its program waits for the next one
-  (:data:`IDLE_S`); the next large program of this process gets it with its interpreter,
-  pyopencl and PoCL's compiler loaded, ready at once (a new helper's start: 0.75-1.1 s of a
-  core, which the first program's lowering hides but a later one's need not). The same
-  idea as PyTorch Inductor's pool of compile workers, which outlives each
+* **Kept** (:func:`acquire`): a helper lent back waits for the next program (up to
+  :data:`IDLE_S`; one lent back before it finished drops the rest of its program, whose
+  claims directory is gone); the next large program of this process gets it with its
+  interpreter, pyopencl and PoCL's compiler loaded, ready at once (a new helper's start:
+  0.75-1.1 s of a core, which the first program's lowering hides but a later one's need
+  not). The same idea as PyTorch Inductor's pool of compile workers, which outlives each
   ``torch.compile`` call.
 * **Late** (:func:`compile_all` with no helper): at the first kernel not found in the
   cache a helper starts and builds the same program -- a hit in PoCL's disk cache, this
@@ -252,9 +253,9 @@ def compile_all(ctx, device, programs: Programs, launches: list,
 
 class Helper:
     """A helper process (:func:`start`) lent to one program: its claims directory and the
-    part it builds. :meth:`stop` ends the loan: a helper that finished the program (or
-    never got one) goes back to this process's idle helpers (:func:`acquire`), any other
-    is ended."""
+    part it builds. :meth:`stop` ends the loan: a running helper goes back to this
+    process's idle helpers (:func:`acquire`; one still on the program drops the rest of
+    it), an ended one is reaped."""
 
     def __init__(self, proc: subprocess.Popen, claims: str, device: str = ""):
         self.proc, self.claims, self.device = proc, claims, device
