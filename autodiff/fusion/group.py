@@ -219,6 +219,12 @@ def _build(anchor, members, read_outside):
     else:
         for o in anchor.outs:
             out_at[o.buffer] = o.index
+    # a member of another size is never mapped (the fixpoint below tries only members of
+    # the group's size): unless it can be inlined at its uses the group fails, and that
+    # is known before the fixpoint (the same test as after it, done first)
+    for m in members:
+        if m not in mapped and member_size(m) != size and not _inlinable(m, read_outside):
+            raise _Fail
     producer = {o.buffer: (m, o) for m in members for o in m.outs}
     loads_of = {m: member_loads(m) for m in members}
     load_invs = {m: member_load_inversions(m) for m in members}
@@ -284,13 +290,9 @@ def _build(anchor, members, read_outside):
     for m in members:
         if id(m) in mapping:
             continue
-        if len(m.outs) != 1 or m.outs[0].buffer.kind is not BufferKind.TEMP \
-                or read_outside(m.outs[0].buffer):
+        if not _inlinable(m, read_outside):
             raise _Fail
-        inv = output_inversion(m, m.outs[0])
-        if inv is None:
-            raise _Fail
-        inline[id(m.outs[0].buffer)] = (m, inv)
+        inline[id(m.outs[0].buffer)] = (m, output_inversion(m, m.outs[0]))
 
     regs: dict[int, Expr] = {}
 
@@ -486,6 +488,14 @@ def _within(idx: Expr, val: Value, t_vars: tuple) -> bool:
 
 
 _WITHIN: dict = {}      # (id(index), id(value), id(vars)) -> _within(...)
+
+
+def _inlinable(m, read_outside) -> bool:
+    """Whether member ``m`` can be inlined at its uses in the group instead of mapped into
+    its iteration space: one temporary result, read by no statement outside the group,
+    whose index inverts."""
+    return len(m.outs) == 1 and m.outs[0].buffer.kind is BufferKind.TEMP and \
+        not read_outside(m.outs[0].buffer) and output_inversion(m, m.outs[0]) is not None
 
 
 def member_size(m) -> int:

@@ -44,3 +44,27 @@ def test_within_checks_the_variables_of_index_and_value():
     assert not _within(o.index, o.value, (y,))               # X is not in the space
     assert not _within(o.index, Load(a, z * 8 + x), (y, x))  # a value with another var
     assert _within(o.index, o.value, (y, x, z))
+
+
+def test_a_member_of_another_size_fuses_only_where_it_can_be_inlined(monkeypatch):
+    """``build``'s early test (before the fixpoint maps anything): a member of another
+    size than the group joins only as an inlined producer (one temporary result read by
+    no statement outside the group); read outside, the group fails, and it fails before
+    any member's loads are looked at."""
+    import autodiff.fusion.group as group
+    from autodiff.procedural.ir import Apply
+    y, x, i = Var("Y", 4), Var("X", 8), Var("I", 8)
+    bias = Buffer("bias", (8,), "float32", BufferKind.PARAM)
+    b2 = Buffer("b2", (8,), "float32", BufferKind.TEMP)
+    h = Buffer("h", (4, 8), "float32", BufferKind.TEMP)
+    out = Buffer("o", (4, 8), "float32", BufferKind.TEMP)
+    prod = Elementwise((8,), (i,), (Output(b2, i, Apply("mul", (Load(bias, i), Load(bias, i)),
+                                                        "float32")),))
+    use = Elementwise((4, 8), (y, x), (Output(out, y * 8 + x, Apply(
+        "add", (Load(h, y * 8 + x), Load(b2, x)), "float32")),))
+    assert group.build(None, [prod, use], lambda b: False) is not None   # inlined
+    looked = []
+    real = group.member_loads
+    monkeypatch.setattr(group, "member_loads", lambda m: looked.append(m) or real(m))
+    assert group.build(None, [prod, use], lambda b: b is b2) is None     # read outside
+    assert looked == []
