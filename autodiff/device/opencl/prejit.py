@@ -257,7 +257,7 @@ class Helper:
     process's idle helpers (:func:`acquire`; one still on the program drops the rest of
     it), an ended one is reaped."""
 
-    def __init__(self, proc: subprocess.Popen, claims: str, device: str = ""):
+    def __init__(self, proc: subprocess.Popen, claims: str, device: str):
         self.proc, self.claims, self.device = proc, claims, device
         self.mine = None                # the part it builds (:meth:`send`)
 
@@ -289,10 +289,6 @@ class Helper:
         """Whether the helper has signalled that it built its part."""
         return self.proc is not None and \
             os.path.exists(os.path.join(self.claims, f"built-{self.mine}"))
-
-    def done(self) -> bool:
-        """Whether the helper has finished the program it was sent."""
-        return os.path.exists(os.path.join(self.claims, "done"))
 
     def _wait_for(self, name: str, seconds: float) -> None:
         flag = os.path.join(self.claims, name)

@@ -22,6 +22,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .runtime import set_int_args
+
+
 @dataclass(eq=False)
 class Upgrade:
     """One step list inside a loop and what replaces it: ``steps`` (the list, changed in
@@ -128,7 +131,6 @@ class Tier:
 
     def _load(self, exe) -> None:
         """A kernel per team launch, its arguments set."""
-        from .runtime import set_int_args
         t = time.perf_counter()
         for u in self.upgrades:
             u.base = list(u.steps)
