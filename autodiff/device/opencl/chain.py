@@ -368,23 +368,39 @@ def dispatch(name: str, entries: list[Source], d=OPENCL,
     which goes up by ``wstep`` (a uint32 bit pattern, wrapping).
 
     ``team``: ``(workers, sync)`` adds the team mode (:func:`team_branch`): a ``which``
-    under -1 runs a :mod:`.runs` table of entries as one team launch."""
+    under -1 runs a :mod:`.runs` table of entries as one team launch.
+
+    The switch (and the team mode) are functions of their own that the kernel calls, not
+    its body: PoCL generates each kernel three times (its work-group function, a "fast"
+    variant and the kernel), so code in the kernel's body is optimised and compiled
+    three times (the main job's six dispatch kernels: 16-19% less work-group compile,
+    BENCHMARKS.md)."""
     n = max(len(e.params) for e in entries)
     params = ["const int which"] + [f"const int p{i}_" for i in range(n)] + \
         ["const int reps", "const int ctr", "const int wrd", "const int wstep"]
-    first = " | ".join(d.index("local", i) for i in range(3))
-    L = [d.signature(name, [f"{d.pointer()} restrict buf"] + params) + " {",
-         f"  if ({first}) return;",
-         "  const int " + ", ".join(f"b{i} = {d.index('group', i)}" for i in range(3)) + ";"]
+    buf = f"{d.pointer()} restrict buf"
+    groups = ["const int b0", "const int b1", "const int b2"]
+    L = []
     if team is not None:
-        L += team_branch(entries, *team, d)
-    L += ["  for (int r_ = 0; r_ < reps; r_++) {", "  switch (which) {"]
+        L += [f"__attribute__((noinline)) static void {name}_team({buf}, const int which, "
+              "const int b0) {"] + team_branch(entries, *team, d) + ["}"]
+    L += [f"__attribute__((noinline)) static void {name}_run("
+          f"{', '.join([buf] + params + groups)}) {{",
+          "  for (int r_ = 0; r_ < reps; r_++) {", "  switch (which) {"]
     for k, e in enumerate(entries):
         args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))]
                          + ["b0", "b1", "b2"])
         L.append(f"  case {k}: {_guarded(e)}{e.name}_block({args}); break;")
     L += ["  }", "  if (ctr >= 0) ((__global int*)buf)[ctr] += 1;",
           "  if (wrd >= 0) ((__global uint*)buf)[wrd] += (uint)wstep;", "  }", "}"]
+    first = " | ".join(d.index("local", i) for i in range(3))
+    L += [d.signature(name, [buf] + params) + " {",
+          f"  if ({first}) return;",
+          "  const int " + ", ".join(f"b{i} = {d.index('group', i)}" for i in range(3)) + ";"]
+    if team is not None:
+        L.append(f"{TEAM_MODE} {name}_team(buf, which, b0); return; }}")
+    names = [p.split()[-1] for p in params]
+    L += [f"  {name}_run({', '.join(['buf'] + names + ['b0', 'b1', 'b2'])});", "}"]
     return Source(name, "\n".join(L), entries[0].global_size, entries[0].local_size,
                   params=tuple(params))
 
@@ -394,7 +410,7 @@ def has_team_mode(kernel: Source) -> bool:
     return TEAM_MODE in kernel.src
 
 
-#: the first line of a :func:`team_branch`
+#: how a :func:`dispatch` kernel with a team mode (:func:`team_branch`) starts it
 TEAM_MODE = "  if (which < -1) {"
 
 #: a team table row (:func:`team_branch`): barrier first (0/1), the entry's case, its
@@ -403,8 +419,10 @@ ROW_HEAD = 5
 
 
 def team_branch(entries: list[Source], workers: int, sync: int, d=OPENCL) -> list[str]:
-    """The team mode of a :func:`dispatch` kernel: with ``which < -1`` (-1 runs nothing: the
-    pre-JIT's launch, :mod:`.prejit`) the kernel is launched as ``workers`` one-work-item
+    """The team mode of a :func:`dispatch` kernel, as the lines of the body of its function
+    ``<kernel>_team(buf, which, b0)`` (``b0``: the work-group): with ``which < -1`` (-1
+    runs nothing: the pre-JIT's launch, :mod:`.prejit`) the kernel is launched as
+    ``workers`` one-work-item
     work-groups (one per PoCL worker thread) that run the entries listed in the arena
     table at word ``-2 - which`` -- its length, then a row per
     entry of :data:`ROW_HEAD` ints and the entry's parameters -- one after the other, as a
@@ -417,8 +435,7 @@ def team_branch(entries: list[Source], workers: int, sync: int, d=OPENCL) -> lis
     work-group function for ``(1, 1, 1)``), runs any sequence of its entries, so a team
     launch needs no compile of its own (:mod:`.runs`)."""
     width = ROW_HEAD + max(len(e.params) for e in entries)
-    L = [TEAM_MODE,
-         "    __global const int* T_ = (__global const int*)buf + (-2 - which);",
+    L = ["    __global const int* T_ = (__global const int*)buf + (-2 - which);",
          f"    __global int* s_ = (__global int*)buf + {sync};",
          f"    int t_ = atomic_inc(s_ + {TICKET}), e_ = 0;",
          "    for (int r_ = 0; r_ < T_[0]; r_++) {",
@@ -435,6 +452,5 @@ def team_branch(entries: list[Source], workers: int, sync: int, d=OPENCL) -> lis
         L.append(f"        case {k}: {_guarded(e)}{e.name}_block({args}); break;")
     L += ["        }", "      }", "    }",
           f"    team_sync(s_, {workers});",
-          f"    if ({d.index('group', 0)} == 0) atomic_xchg(s_ + {TICKET}, 0);",
-          "    return;", "  }"]
+          f"    if (b0 == 0) atomic_xchg(s_ + {TICKET}, 0);"]
     return L
