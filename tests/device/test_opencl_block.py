@@ -1,6 +1,6 @@
 """Iteration blocks on the OpenCL device (``Loop.block``): a loop whose body is one
-one-work-item chain launch and Receivers through rings runs up to ``RING`` iterations per
-launch (the dispatch kernel's ``reps`` argument). Every value still reaches its Receiver
+one-work-item chain launch and Receivers through rings runs up to ``RECEIVER_RING``
+iterations per launch (``RING`` with Feeders through rings too) (the dispatch kernel's ``reps`` argument). Every value still reaches its Receiver
 in order, the parameters are bit-identical to one launch per iteration, and a failing
 Receiver still stops the run at its own iteration with that iteration's parameters."""
 import numpy as np
@@ -9,9 +9,13 @@ import pyopencl as cl
 
 import autodiff as ad
 from autodiff.device.opencl import device
-from autodiff.device.opencl.runtime import CHECKPOINT, RING, Loop, RingFeed, _loops
+from autodiff.device.opencl.runtime import (CHECKPOINT, RING, Loop, RingFeed, _loops,
+                                            checkpoint_every)
 import autodiff.optim  # noqa: F401  (ad.optim)
-from test_opencl_ring import _program, _run, check_failing_receiver
+from test_opencl_ring import R, _program, _run, check_failing_receiver
+
+#: iterations between checkpoints of a loop with Receivers only (whole blocks of R)
+EVERY = checkpoint_every(0, 15, R)
 
 try:
     device.candidates()
@@ -37,14 +41,14 @@ def _loop(exe) -> Loop:
 
 
 def test_a_light_loop_runs_in_blocks(opencl_executables, launches, monkeypatch):
-    """21 iterations: the first alone (it times the JIT), then blocks cut to fill the
-    ring exactly (7, 8, 5): 4 launches of the loop's kernel instead of 21; every
-    iteration's values as on the numpy device."""
-    steps = 2 * RING + 5
+    """2 R + 5 iterations: the first alone (it times the JIT), then blocks cut to fill
+    the ring exactly (R - 1, R, 5): 4 launches of the loop's kernel instead of 2 R + 5;
+    every iteration's values as on the numpy device."""
+    steps = 2 * R + 5
     got, w = _run(steps, "opencl")
     want, w_np = _run(steps, "numpy")
     lp = _loop(opencl_executables[0])
-    assert lp.block == RING
+    assert lp.block == R
     name = lp.body[0].kernel.function_name
     blocked = launches.count(name)
     assert lp.body[0].reps == 1           # the kernel object is left as compiled
@@ -63,9 +67,10 @@ def test_a_light_loop_runs_in_blocks(opencl_executables, launches, monkeypatch):
 
 def test_blocks_give_the_same_bits_as_one_launch_per_iteration(monkeypatch,
                                                                opencl_executables):
-    steps = CHECKPOINT + RING + 3          # across a checkpoint
+    steps = EVERY + R + 3          # across a checkpoint
     got, w = _run(steps, "opencl")
-    assert _loop(opencl_executables[-1]).block == RING
+    assert _loop(opencl_executables[-1]).block == R
+    assert opencl_executables[-1].checkpoint_every == EVERY
     from autodiff.device import opencl
     monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
     plain, w_plain = _run(steps, "opencl")
@@ -75,12 +80,12 @@ def test_blocks_give_the_same_bits_as_one_launch_per_iteration(monkeypatch,
     assert len(set(float(g[0]) for g in got)) == steps      # each iteration's own value
 
 
-@pytest.mark.parametrize("s", [0, 5, RING, 2 * RING + 1, CHECKPOINT + 3])
+@pytest.mark.parametrize("s", [0, 5, R, 2 * R + 1, EVERY + 3])
 def test_a_failing_receiver_stops_at_its_iteration(s, opencl_executables):
     """The Receiver of iteration ``s`` raises (seen up to two blocks later): a replay from
     the last checkpoint runs blocks too."""
-    check_failing_receiver(s, CHECKPOINT + 3 * RING)
-    assert _loop(opencl_executables[-1]).block == RING
+    check_failing_receiver(s, EVERY + 3 * R)
+    assert _loop(opencl_executables[-1]).block == R
 
 
 def test_no_block_where_the_host_works_each_iteration(opencl_executables):
@@ -166,13 +171,13 @@ def test_a_failing_callback_in_a_fed_block(what, s, opencl_executables, monkeypa
 def test_a_profiled_run_times_each_iteration(opencl_executables):
     """``profile=True`` records one launch per iteration (per-kernel device times stay
     per iteration): no blocks then."""
-    steps = RING + 3
+    steps = R + 3
     got = []
     _program(steps, lambda *a: got.append(a))
     ad.execute(device="opencl", profile=True)
     exe = opencl_executables[-1]
     lp = _loop(exe)
-    assert lp.block == RING and len(got) == steps
+    assert lp.block == R and len(got) == steps
     assert exe.stats["kernel_us"][lp.body[0].name][0] == steps
 
 
@@ -227,11 +232,12 @@ def test_a_loop_reading_its_counter_runs_in_blocks(opencl_executables, launches,
     not) runs in blocks: the chain advances the counter between repeats, so every
     iteration reads its own row (bit-identical to one launch per iteration, as the numpy
     device up to rounding)."""
-    steps = CHECKPOINT + 2 * RING + 3
+    block, every = (RING, CHECKPOINT) if feeder else (R, EVERY)
+    steps = every + 2 * block + 3
     got, w, _ = _indexed(steps, "opencl", feeder=feeder)
     lp = _loop(opencl_executables[-1])
     la = lp.body[lp.lead]
-    assert lp.block == RING and la.counters and lp.lead == int(feeder)
+    assert lp.block == block and la.counters and lp.lead == int(feeder)
     assert launches.count(la.kernel.function_name) < steps // 2
     assert la.ctr == -1 and la.reps == 1            # the kernel object left as compiled
     assert [i for _, i in got] == list(range(steps))
@@ -247,14 +253,14 @@ def test_a_loop_reading_its_counter_runs_in_blocks(opencl_executables, launches,
     assert got == plain
 
 
-@pytest.mark.parametrize("s", [3, RING + 2, CHECKPOINT + 5])
+@pytest.mark.parametrize("s", [3, R + 2, EVERY + 5])
 def test_a_failing_receiver_in_a_counter_block_keeps_its_iteration(s, opencl_executables):
     """The Receiver of iteration ``s`` raises: the run stops there with the weight of a
     clean run of ``s`` iterations over the same rows (a replay from a checkpoint re-runs
     blocks with the counter rewritten)."""
-    steps = CHECKPOINT + 2 * RING + 3
+    steps = EVERY + 2 * R + 3
     got, w, err = _indexed(steps, "opencl", fail_at=s)
-    assert _loop(opencl_executables[-1]).block == RING
+    assert _loop(opencl_executables[-1]).block == R
     assert err is not None and err.iteration[0] == s and len(got) == s
     _, w_np, err_np = _indexed(steps, "numpy", fail_at=s)
     assert err_np.iteration[0] == s
@@ -313,11 +319,11 @@ def test_a_loop_drawing_random_numbers_runs_in_blocks(opencl_executables, monkey
     repeats, so every iteration draws its own mask -- the same masks as the numpy device
     and as one launch per iteration, bit for bit."""
     import autodiff.nn  # noqa: F401  (ad.nn)
-    steps = 2 * RING + 5
+    steps = 2 * R + 5
     got, w = _dropout_loop(steps, "opencl", depth2)
     lps = list(_loops(opencl_executables[-1].steps))
     lp = lps[-1]
-    assert lp.block == RING and lp.body[lp.lead].rand
+    assert lp.block == R and lp.body[lp.lead].rand
     want, w_np = _dropout_loop(steps, "numpy", depth2)
     assert len(got) == len(want) == steps * (2 if depth2 else 1)
     for g, r in zip(got, want):
@@ -333,7 +339,7 @@ def test_a_loop_drawing_random_numbers_runs_in_blocks(opencl_executables, monkey
         np.testing.assert_array_equal(g, p)
 
 
-def _nested_indexed(device: str, outer: int = 3, inner: int = 2 * RING + 3):
+def _nested_indexed(device: str, outer: int = 3, inner: int = 2 * R + 3):
     """An inner loop (a block) reading both loop indices: row ``i * inner + j`` of a
     device-resident dataset; returns the (i, j, loss) its Receiver saw and the weight."""
     ad.reset()
@@ -360,7 +366,7 @@ def test_an_inner_loop_reading_both_counters_runs_in_blocks(opencl_executables):
     got, w = _nested_indexed("opencl")
     inner = [lp for lp in _loops(opencl_executables[-1].steps) if lp.block]
     assert inner and inner[0].body[inner[0].lead].counters
-    assert [(i, j) for i, j, _ in got] == [(i, j) for i in range(3) for j in range(2 * RING + 3)]
+    assert [(i, j) for i, j, _ in got] == [(i, j) for i in range(3) for j in range(2 * R + 3)]
     want, w_np = _nested_indexed("numpy")
     np.testing.assert_allclose([c for *_, c in got], [c for *_, c in want], rtol=1e-5,
                                atol=1e-6)
@@ -506,3 +512,14 @@ def test_a_block_feeds_0d_values_as_the_numpy_device_does(opencl_executables):
     assert len(set(want)) == steps                  # every iteration's own values
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(w, w_np, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("feed_bytes, prefetch, ring, want", [
+    (0, 15, RING, CHECKPOINT),                  # the default
+    (0, 15, 32, 96),                            # two blocks of 32 lag: 65, in whole blocks
+    (0, 100, RING, 101),                        # Receivers lag prefetch + 1
+    (64 << 20, 15, RING, 17),                   # a big Feeder: few recorded, still > lag
+    (0, 15, 16, CHECKPOINT),                    # 33 lag, CHECKPOINT is whole blocks
+])
+def test_checkpoint_every(feed_bytes, prefetch, ring, want):
+    assert checkpoint_every(feed_bytes, prefetch, ring) == want

@@ -1,6 +1,7 @@
 """Receiver rings on the OpenCL device: in a loop whose body is kernels and Receivers only,
 each iteration's values are copied on the device into a ring slot (a body in the launch
-chain) and the host reads the ring once per ``RING`` iterations
+chain) and the host reads the ring once per ``RECEIVER_RING`` iterations (``RING`` where
+the body has Feeders)
 (:mod:`autodiff.device.opencl.rings`). Every value still reaches its
 Receiver, in order, and a failing Receiver still stops the run at its own iteration with
 the parameters of that iteration's start."""
@@ -9,7 +10,10 @@ import pytest
 
 import autodiff as ad
 from autodiff.device.opencl import device
-from autodiff.device.opencl.runtime import RING, Feed, Receive, RingFeed, RingReceive, _feeds
+from autodiff.device.opencl.runtime import (RECEIVER_RING, RING, Feed, Receive, RingFeed,
+                                            RingReceive, _feeds)
+
+R = RECEIVER_RING       # the ring (and block) of a loop with Receivers only
 from autodiff import nn
 from autodiff.optim import SGD
 
@@ -51,14 +55,15 @@ def _run(steps, device_name, prefetch=None, **kw):
     return got, w.numpy()
 
 
-@pytest.mark.parametrize("steps", [1, RING, 2 * RING + 5])
+@pytest.mark.parametrize("steps", [1, R, 2 * R + 5])
 def test_every_iteration_reaches_the_receiver_in_order(steps, opencl_executables):
-    """A ring read per RING iterations and a partial one at the end: the values of every
+    """A ring read per R iterations and a partial one at the end: the values of every
     iteration, as on the numpy device; the Receiver's copy joins the loop's one launch."""
     got, w = _run(steps, "opencl")
     want, w_np = _run(steps, "numpy")
     rings = list(_feeds(opencl_executables[-1].steps, RingReceive))
     assert len(rings) == 1 and not list(_feeds(opencl_executables[-1].steps, Receive))
+    assert rings[0].slots == R
     assert len(got) == len(want) == steps
     for g, r in zip(got, want):
         np.testing.assert_allclose(g[0], r[0], rtol=2e-5, atol=1e-6)
@@ -72,8 +77,8 @@ def test_each_value_is_its_own_iteration_s():
     """Consecutive iterations' losses differ (the weight moves), so a slot read twice or
     out of order would show: the losses equal a run with one read per iteration (a
     Feeder in a loop run with ``prefetch=0`` keeps plain reads)."""
-    ring, _ = _run(2 * RING + 3, "opencl")
-    plain, _ = _run(2 * RING + 3, "opencl", feeder=True, prefetch=0)
+    ring, _ = _run(2 * R + 3, "opencl")
+    plain, _ = _run(2 * R + 3, "opencl", feeder=True, prefetch=0)
     assert len(set(float(g[0]) for g in ring)) == len(ring)
     np.testing.assert_array_equal([g[0] for g in ring], [g[0] for g in plain])
 
@@ -99,11 +104,11 @@ def check_failing_receiver(s: int, steps: int, **kw) -> None:
     np.testing.assert_array_equal(w.numpy(), expected)
 
 
-@pytest.mark.parametrize("s", [0, 5, RING, 2 * RING + 1])
+@pytest.mark.parametrize("s", [0, 5, R, 2 * R + 1])
 def test_a_failing_receiver_stops_at_its_iteration(s):
     """The Receiver of iteration ``s`` raises (seen by the host up to a ring later),
     dropout's random draws included."""
-    check_failing_receiver(s, 3 * RING, dropout=True)
+    check_failing_receiver(s, 3 * R, dropout=True)
 
 
 @pytest.mark.parametrize("prefetch", [0, 1, 2 * RING - 2])
@@ -119,10 +124,43 @@ def test_rings_only_where_no_value_is_needed_at_once(prefetch, opencl_executable
 
 def test_no_ring_for_a_heavy_step(opencl_executables, monkeypatch):
     """A loop body of more work than ``rings.WORK`` keeps a read per iteration: there a
-    ring would only delay each value (the progress a Receiver shows) by 8 long steps."""
+    ring would only delay each value (the progress a Receiver shows) by R long steps."""
     from autodiff.device.opencl import rings
     monkeypatch.setattr(rings, "WORK", 10)
     _run(3, "opencl")
     steps = opencl_executables[-1].steps
     assert list(_feeds(steps, Receive)) and not list(_feeds(steps, RingReceive))
 
+
+
+def test_kept_values_stay_their_iterations():
+    """A Receiver that keeps the arrays it is handed (no copy of its own): each still holds
+    its own iteration's values after every later ring read, 0-d for a scalar, and writing
+    into one changes no other."""
+    steps = 2 * R + 5
+    kept = []
+    _program(steps, lambda *a: kept.append(a))
+    ad.execute(device="opencl")
+    want, _ = _run(steps, "numpy")
+    assert len(kept) == steps
+    for k, (vals, ref) in enumerate(zip(kept, want)):
+        assert isinstance(vals[0], np.ndarray) and vals[0].shape == ()
+        assert vals[1].dtype == np.int32 and vals[1].shape == (6,)
+        for v, r in zip(vals, ref):
+            np.testing.assert_allclose(v, r, rtol=1e-5, atol=1e-6, err_msg=f"iteration {k}")
+    before = [v.copy() for v in kept[1]]
+    kept[0][2][...] = 123.0
+    kept[0][0][...] = -1.0
+    for v, b in zip(kept[1], before):
+        np.testing.assert_array_equal(v, b)
+
+
+def test_a_fed_loop_keeps_rings_of_ring_slots(opencl_executables):
+    """A loop with a Feeder (default ``prefetch``): its Feeder's and Receiver's rings have
+    ``RING`` slots (the order rule's bound), a loop without Feeders ``RECEIVER_RING``."""
+    _run(3, "opencl", feeder=True)
+    steps = opencl_executables[-1].steps
+    assert [r.slots for r in _feeds(steps, RingReceive)] == [RING]
+    assert [f.slots for f in _feeds(steps, RingFeed)] == [RING]
+    _run(3, "opencl")
+    assert [r.slots for r in _feeds(opencl_executables[-1].steps, RingReceive)] == [R]

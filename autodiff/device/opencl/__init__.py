@@ -35,7 +35,8 @@ from . import callback, chain, control, prejit, render, rings, runs, split, tier
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
-                      RING, Receive, RingFeed, RingReceive, _feeds, arena_buffer,
+                      RECEIVER_RING, RING, Receive, RingFeed, RingReceive, _feeds,
+                      arena_buffer,
                       arena_host, build_file, check_arena, prefault, set_int_args,
                       write_source)
 
@@ -215,7 +216,7 @@ def _launch(steps, launches, src, small: bool, counters, team: int = 0) -> None:
 
 
 def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx,
-           top: bool = True, guard: str | None = None, ring: bool = False,
+           top: bool = True, guard: str | None = None, ring: int = 0,
            prefetch: int = 0, light: bool = False, team: int = 0, teamed: bool = False,
            spread: bool = False):
     """Host steps of ``stmts``. Kernel bodies go to ``kernels``; each Launch gets its body
@@ -223,9 +224,10 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
     ``ctx``: ``(graph nodes by id, iterator over the graph's FOR sites in pre-order, the
     list of index-checked graph nodes, the check id of each being its position + 1)``.
     ``guard``: a C condition every kernel here runs under (a branch decided on the device,
-    :mod:`.control`). ``ring``: the Receivers (and Feeders) here go through rings
-    (:mod:`.rings`; a loop body for which :func:`.rings.eligible` holds, on a device that
-    chains; Feeders with ``prefetch`` of at least ``2 RING - 1``). ``light``: a loop body
+    :mod:`.control`). ``ring``: the slots of the rings the Receivers (and Feeders) here go
+    through, 0 for none (:mod:`.rings`; a loop body for which :func:`.rings.eligible`
+    holds, on a device that chains; Feeders with ``prefetch`` of at least ``2 RING - 1``;
+    :data:`.runtime.RECEIVER_RING` slots where the body has no Feeder). ``light``: a loop body
     of at most :data:`.chain.LIGHT_BODY` work with no control flow in it chains all its
     kernels (on a device that chains). ``team``: the work-groups of a team chain on this
     device (:func:`.chain.team_size`; 0: none): a heavier loop body chains all its kernels
@@ -238,7 +240,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
     steps = []
     sub = lambda stmts, **kw: _steps(stmts, off, kernels, launches,  # noqa: E731
                                      kw.pop("chain_work", chain_work), target, ctx,
-                                     **{"top": False, "guard": guard, "ring": False,
+                                     **{"top": False, "guard": guard, "ring": 0,
                                         "prefetch": prefetch, "light": light, "team": team,
                                         "teamed": teamed, "spread": spread, **kw})
     for s in stmts:
@@ -250,7 +252,9 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             teams = team > 0 and light and chain_work > 0 and not whole
             spreads = spread and light and chain_work > 0 and sum(
                 chain.work(x) for x in s.body if isinstance(x, Kernel)) > chain.LIGHT_BODY
-            body = sub(s.body, ring=chain_work > 0 and rings.eligible(s.body, feeders),
+            ringed = chain_work > 0 and rings.eligible(s.body, feeders)
+            body = sub(s.body, ring=0 if not ringed else RING if any(
+                           isinstance(x, FeederWrite) for x in s.body) else RECEIVER_RING,
                        chain_work=chain.ONE_CORE_WORK if whole or teams else
                        0 if spreads else chain_work, teamed=teams)
             # ring Feeders write their slots first: the copy into the Feeder's buffer is in
@@ -282,7 +286,7 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             steps.append(Feed(s.spec, off[b.name] * 4, tuple(b.shape), storage(b.dtype)))
         elif isinstance(s, ReceiverRead) and ring and \
                 (values := rings.parts(s, off)) is not None:
-            src, step = rings.receiver(s, values, kernels)
+            src, step = rings.receiver(s, values, kernels, ring)
             _launch(steps, launches, src, True, False)      # the copy joins the chain
             steps.append(step)
         elif isinstance(s, ReceiverRead):
@@ -517,12 +521,13 @@ def _mark_blocks(steps, launch_args: dict, dispatched: set) -> None:
         if type(s) is Loop and len(s.body) > 1 and lead < len(s.body) and \
                 all(type(x) is RingFeed for x in s.body[:lead]) and \
                 type(s.body[lead]) is Launch and \
-                all(type(x) is RingReceive and x.slots == RING for x in s.body[lead + 1:]):
+                all(type(x) is RingReceive for x in s.body[lead + 1:]) and \
+                len(slots := {x.slots for i, x in enumerate(s.body) if i != lead}) == 1:
             la = s.body[lead]
             if la in dispatched and math.prod(la.global_size) == 1 and \
                     math.prod(la.local_size) == 1:
                 la.reps_arg = len(launch_args[la]) - 3
-                s.block, s.lead = RING, lead
+                s.block, s.lead = slots.pop(), lead
         for blk in _blocks(s):
             _mark_blocks(blk, launch_args, dispatched)
 

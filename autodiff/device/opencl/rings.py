@@ -1,14 +1,15 @@
-"""Receiver rings: a light loop's Receiver values handed to the host 8 iterations at a time.
+"""Receiver rings: a light loop's Receiver values handed to the host a ring at a time.
 
 A Receiver inside an ``ir_for`` loop reads its values back every iteration, and on PoCL a
 read command costs 6-8 us -- as long as a small model's whole step on one core (W1: 60 us).
 In a loop body of kernels and Receivers only (no Feeder can be waiting on a value) and of
 little work, each Receiver instead gets a *ring* in the arena's constants region: one
-counter word, then :data:`~.runtime.RING` slots of its values. A one-point kernel body
+counter word, then :data:`~.runtime.RECEIVER_RING` slots of its values
+(:data:`~.runtime.RING` in a body with Feeders through rings, below). A one-point kernel body
 (:func:`copy_body`) copies the iteration's values into the slot the counter names and
 advances it; it runs in the iteration's launch chain, which the Receiver therefore no
 longer breaks. The host step (:class:`~.runtime.RingReceive`) reads the whole ring once per
-:data:`~.runtime.RING` iterations (or when a value is needed sooner) and calls the Receiver
+ring of iterations (or when a value is needed sooner) and calls the Receiver
 for each iteration in order. The constants region is rewritten at each run's start, so the
 counter starts at 0 with the host's count.
 
@@ -19,7 +20,7 @@ the Feeder's ring (:class:`~.runtime.RingFeed`, a host step moved to the front o
 body), and a one-point body (:func:`copy_body`) at the Feeder's place in the chain
 copies the slot into the Feeder's buffer. With every Feeder and Receiver of a loop body on
 rings and its kernels in one chain, nothing separates two iterations on the device: the
-loop runs in blocks of up to ``RING`` iterations per launch (:attr:`~.runtime.Loop.block`).
+loop runs in blocks of up to a ring of iterations per launch (:attr:`~.runtime.Loop.block`).
 """
 from __future__ import annotations
 
@@ -105,18 +106,19 @@ def _copy(words: int, dst: str, src: str) -> str:
             f"vstore{w}(vload{w}(i, {src}), i, {dst});")
 
 
-def receiver(s: ReceiverRead, parts: list, kernels) -> tuple[Source, RingReceive]:
-    """Receiver ``s`` through a ring in the constants region of ``kernels`` (the device's
-    ``_Kernels``, which names and holds the copy body): the copy body, to launch in the
-    chain of the iteration, and the host step."""
+def receiver(s: ReceiverRead, parts: list, kernels,
+             slots: int = RING) -> tuple[Source, RingReceive]:
+    """Receiver ``s`` through a ring of ``slots`` slots in the constants region of
+    ``kernels`` (the device's ``_Kernels``, which names and holds the copy body): the copy
+    body, to launch in the chain of the iteration, and the host step."""
     stride = sum(n for _, n in parts)
-    at = kernels.reserve(1 + RING * stride)
-    src = copy_body(kernels.name("ring"), parts, at, RING)
+    at = kernels.reserve(1 + slots * stride)
+    src = copy_body(kernels.name("ring"), parts, at, slots)
     kernels.bodies.append(src)
     starts = np.cumsum([0] + [n for _, n in parts])[:-1]
     step = RingReceive(s.spec, [(int(a) * 4, tuple(b.shape), storage(b.dtype))
                                 for a, b in zip(starts, s.buffers)],
-                       (at + 1) * 4, RING, stride * 4)
+                       (at + 1) * 4, slots, stride * 4)
     return src, step
 
 
