@@ -138,3 +138,19 @@ def test_erf_within_two_ulp():
     err = np.abs(got[ok] - ref[ok]) / np.spacing(np.abs(ref[ok]).astype(np.float32))
     assert err.max() <= 2.0, f"max {err.max():.2f} ulp at x={x[ok][err.argmax()]!r}"
     assert got[x == 0].tolist() == [0.0, 0.0]
+
+
+def test_a_program_holds_only_the_inline_math_it_calls():
+    """``preamble(text)``: the functions ``text`` calls and those they call (``_ad_pow``
+    calls ``_ad_log``); max and min come together; nothing for a text calling none; the
+    rendered program of a kernel using ``log`` alone has no ``erf``."""
+    from autodiff.device.opencl import mathlib, render
+    from autodiff.device.opencl.mathlib import _defines
+    assert _defines(mathlib.preamble("y = _ad_pow(a, b);")) == {"_ad_pow", "_ad_log"}
+    assert _defines(mathlib.preamble("y = _ad_min(a, b);")) == {"_ad_max", "_ad_min"}
+    assert mathlib.preamble("y = a + b;") == ""
+    assert _defines(mathlib.preamble()) >= {"_ad_log", "_ad_pow", "_ad_erf", "_ad_tanh"}
+    src = K.Source("k_log", "__kernel void k_log(__global float* b) { b[0] = _ad_log(b[1]); }",
+                   (1,), (1,))
+    text = render.program([src])
+    assert "_ad_log(float x)" in text and "_ad_erf" not in text and "_ad_pow" not in text

@@ -125,9 +125,10 @@ def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]
 
 
 def program(sources: list[Source], d: Dialect = OPENCL) -> str:
-    """The source of one program holding every kernel; helpers, inline math and the Philox
-    generator (with its iteration-word kernel) first, then the shared tile loops and
-    transposes the kernels call (:func:`shared_functions`)."""
-    parts = [d.preamble, mathlib.preamble(), HELPERS, D.HELPERS, PHILOX]
-    parts += [s.src for s in shared_functions(sources, d) + sources]
+    """The source of one program holding every kernel; the inline math it calls
+    (:func:`.mathlib.preamble`), helpers and the Philox generator (with its iteration-word
+    kernel) first, then the shared tile loops and transposes the kernels call
+    (:func:`shared_functions`)."""
+    rest = [HELPERS, D.HELPERS, PHILOX] + [s.src for s in shared_functions(sources, d) + sources]
+    parts = [d.preamble, mathlib.preamble("\n".join(rest))] + rest
     return "\n".join(p for p in parts if p)
