@@ -1,8 +1,9 @@
 """Iteration blocks on the OpenCL device (``Loop.block``): a loop whose body is one
 one-work-item chain launch and Receivers through rings runs up to ``RECEIVER_RING``
-iterations per launch (``RING`` with Feeders through rings too) (the dispatch kernel's ``reps`` argument). Every value still reaches its Receiver
-in order, the parameters are bit-identical to one launch per iteration, and a failing
-Receiver still stops the run at its own iteration with that iteration's parameters."""
+iterations per launch (``RING`` with Feeders through rings too; the dispatch kernel's
+``reps`` argument). Every value still reaches its Receiver in order, the parameters are
+bit-identical to one launch per iteration, and a failing Receiver still stops the run at
+its own iteration with that iteration's parameters."""
 import numpy as np
 import pytest
 import pyopencl as cl

@@ -170,6 +170,25 @@ def test_dispatch_holds_chains_and_guarded_bodies(opencl_executables):
         np.testing.assert_allclose(outs[k], want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("team", [None, (2, 640)])
+def test_a_dispatch_kernels_switch_and_team_mode_are_functions_it_calls(team):
+    """PoCL compiles a kernel's body three times (work-group function, fast variant,
+    kernel): the switch over the entries and the team mode are functions of their own
+    (``<kernel>_run``, ``<kernel>_team``) and the kernel only calls them."""
+    from autodiff.device.cstyle.kernels import Source
+    entries = [Source("k1", "", (8,), (1,), params=("const int a",)),
+               Source("k2", "", (8,), (1,), params=("const int a", "const int b"))]
+    src = chain.dispatch("d0_x2", entries, team=team).src
+    kernel = src[src.index("__kernel void d0_x2("):]
+    assert "case " not in kernel and "atomic_inc" not in kernel
+    assert kernel.count("d0_x2_run(buf, which, p0_, p1_, reps, ctr, wrd, wstep, b0, b1, b2)") == 1
+    assert "static void d0_x2_run(" in src and "case 1: k2_block(buf, p0_, p1_, b0, b1, b2)" in src
+    assert chain.has_team_mode(chain.dispatch("d0_x2", entries, team=team)) == (team is not None)
+    if team is not None:
+        assert "d0_x2_team(buf, which, b0); return;" in kernel
+        assert "static void d0_x2_team(" in src and "team_sync(s_, 2)" in src
+
+
 def _light_program(steps: int = 3):
     """A 16x16 SGD model and a 96^3 matmul of a Feeder (1.8 Mflop, above CHAIN_WORK): a
     light loop body (below LIGHT_BODY) with one kernel that two cores could split."""

@@ -36,9 +36,8 @@ from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
                       RECEIVER_RING, RING, Receive, RingFeed, RingReceive, _feeds,
-                      arena_buffer,
-                      arena_host, build_file, check_arena, prefault, set_int_args,
-                      write_source)
+                      arena_buffer, arena_host, build_file, check_arena, prefault,
+                      set_int_args, write_source)
 
 __all__ = ["compile", "require", "OpenCLUnavailable", "KernelBuildError", "ArenaOutOfMemory",
            "select"]
@@ -253,8 +252,8 @@ def _steps(stmts, off, kernels: _Kernels, launches, chain_work: int, target, ctx
             spreads = spread and light and chain_work > 0 and sum(
                 chain.work(x) for x in s.body if isinstance(x, Kernel)) > chain.LIGHT_BODY
             ringed = chain_work > 0 and rings.eligible(s.body, feeders)
-            body = sub(s.body, ring=0 if not ringed else RING if any(
-                           isinstance(x, FeederWrite) for x in s.body) else RECEIVER_RING,
+            fed = any(isinstance(x, FeederWrite) for x in s.body)
+            body = sub(s.body, ring=(RING if fed else RECEIVER_RING) if ringed else 0,
                        chain_work=chain.ONE_CORE_WORK if whole or teams else
                        0 if spreads else chain_work, teamed=teams)
             # ring Feeders write their slots first: the copy into the Feeder's buffer is in

@@ -67,7 +67,8 @@ RING = 8
 #: the slots of a Receiver's ring in a loop body without Feeders (:mod:`.rings`), and so
 #: the iterations of each of its blocks (:attr:`Loop.block`): nothing but the host waits
 #: on those values, and each block costs PoCL a launch and a ring read (~30 us of host
-#: time on one thread): W1, one thread, 8 -> 32 slots: 0.0435 -> 0.040 ms per step
+#: time on one thread): W1, one thread, 8 -> 32 slots: 0.039-0.041 -> 0.035-0.038 ms per
+#: step (BENCHMARKS.md)
 RECEIVER_RING = 32
 
 #: iterations between two checkpoints of the loop-written parameters (failure recovery)
