@@ -71,7 +71,8 @@ def test_blocks_give_the_same_bits_as_one_launch_per_iteration(monkeypatch,
     steps = EVERY + R + 3          # across a checkpoint
     got, w = _run(steps, "opencl")
     assert _loop(opencl_executables[-1]).block == R
-    assert opencl_executables[-1].checkpoint_every == EVERY
+    exe = opencl_executables[-1]
+    assert exe._spans == {id(_loop(exe)): EVERY} and exe.checkpoint_every == CHECKPOINT
     from autodiff.device import opencl
     monkeypatch.setattr(opencl, "_mark_blocks", lambda *a: None)
     plain, w_plain = _run(steps, "opencl")
@@ -524,3 +525,43 @@ def test_a_block_feeds_0d_values_as_the_numpy_device_does(opencl_executables):
 ])
 def test_checkpoint_every(feed_bytes, prefetch, ring, want):
     assert checkpoint_every(feed_bytes, prefetch, ring) == want
+
+
+def _two_loops(device: str):
+    """A loop of Receivers only, then a loop with a Feeder, over one weight; returns each
+    loop's losses as its Receiver saw them."""
+    ad.reset()
+    rng = np.random.default_rng(4)
+    w = ad.Tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+    x0 = rng.standard_normal((5, 4)).astype(np.float32)
+    opt = ad.optim.SGD([w], lr=0.01)
+    got = {"a": [], "b": []}
+
+    def body(x, key):
+        opt.zero_grad()
+        loss = (x @ w).tanh().square().mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda v: got[key].append(float(v)), [loss])
+    ad.ir_for(2 * R + 3, lambda: body(ad.Tensor(x0), "a"))
+    ad.ir_for(20, lambda: body(ad.Feeder(lambda: x0, [5, 4], name="x"), "b"))
+    ad.execute(device=device)
+    return got
+
+
+def test_deep_rings_set_only_their_own_loops_checkpoint_span(opencl_executables, monkeypatch):
+    """A program with a loop of Receivers only (rings of R: checkpoints EVERY apart, in
+    whole blocks) and a loop with a Feeder whose recorded values bound its span
+    (``RECORD_BYTES``): the fed loop keeps its short span, and both loops' values are
+    the numpy device's."""
+    from autodiff.device.opencl import runtime
+    monkeypatch.setattr(runtime, "RECORD_BYTES", 1000)    # 12 Feeder values of 80 bytes
+    got = _two_loops("opencl")
+    exe = opencl_executables[-1]
+    ringed, fed = list(_loops(exe.steps))
+    assert ringed.block == R and not ringed.feeds and fed.feeds
+    assert exe._spans == {id(ringed): EVERY} and exe.checkpoint_every == 2 * RING + 1
+    want = _two_loops("numpy")
+    for k in ("a", "b"):
+        assert len(got[k]) == len(want[k])
+        np.testing.assert_allclose(got[k], want[k], rtol=2e-5, atol=1e-6)

@@ -575,7 +575,8 @@ class Executable:
         stages: printable stages (``procedural``, ``fused``, ``memory``, ``opencl``).
         stats: compile figures (kernel count, times in seconds).
         progress: where the run is or stopped (:class:`~autodiff.device.host.Progress`).
-        checkpoint_every: iterations between checkpoints (:func:`checkpoint_every`).
+        checkpoint_every: iterations between checkpoints (:func:`checkpoint_every`; a
+            loop with Receiver rings deeper than :data:`RING` has its own span).
     """
 
     def __init__(self, ctx, device, queue, arena, arena_bytes: int, steps: list,
@@ -606,8 +607,13 @@ class Executable:
                          for lp in _loops(steps) for f in _feeds(lp.body))
         feed_bytes += sum(w.nbytes for lp in _loops(steps)        # recorded callback results
                           for w in _feeds(lp.body, callback.CallWrite))
-        deepest = max([RING] + [r.slots for r in _feeds(steps, RingReceive)])
-        self.checkpoint_every = checkpoint_every(feed_bytes, self.prefetch, deepest)
+        self.checkpoint_every = checkpoint_every(feed_bytes, self.prefetch)
+        # a loop of deeper rings (no Feeders, no nested loop: :mod:`.rings`) checkpoints in
+        # whole blocks of them, at least two blocks apart; it records no Feeder value
+        self._spans = {id(lp): checkpoint_every(0, self.prefetch, max(slots))
+                       for lp in _loops(steps)
+                       if max(slots := [RING] + [r.slots for r in lp.body
+                                                 if type(r) is RingReceive]) > RING}
         self._staging = Staging(ctx, queue)
         self._flags: list = []           # host arrays for reads of the error record
         self.tier = None                 # team runs swapped in while it runs (tiers.py)
@@ -761,7 +767,7 @@ class Executable:
         self._iters.append(0)
         stop = len(lp.range) if stop is None else stop
         ahead = self.prefetch if lp.inner and lp.feeds and not replay else 0
-        every = self.checkpoint_every
+        every = self._spans.get(id(lp), self.checkpoint_every)
         tier = self.tier if self._prof is None and top else None    # between outermost
         #                                                              iterations: tiers.py
         # blocks only where nothing per iteration is asked for (a profile times launches),
