@@ -138,6 +138,10 @@ def _defines(src: str) -> set[str]:
     return set(re.findall(r"inline \w+ (\w+)\(", src))
 
 
+#: the functions each entry of :data:`FUNCS` defines (``_ad_max`` with ``_ad_min``)
+NAMES = {name: _defines(src) for name, src in FUNCS.items()}
+
+
 def preamble(text: str | None = None) -> str:
     """Source of the inline functions that ``text`` (the rest of a program) calls, with
     those they call in turn (every one with None), to put before the kernels of a program.
@@ -150,7 +154,7 @@ def preamble(text: str | None = None) -> str:
     while todo:
         t = todo.pop()
         for name, src in FUNCS.items():
-            if name not in want and any(f + "(" in t for f in _defines(src)):
+            if name not in want and any(f + "(" in t for f in NAMES[name]):
                 want.add(name)
                 todo.append(src)
     return "".join(src for name, src in FUNCS.items() if name in want)

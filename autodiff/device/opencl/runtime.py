@@ -610,10 +610,8 @@ class Executable:
         self.checkpoint_every = checkpoint_every(feed_bytes, self.prefetch)
         # a loop of deeper rings (no Feeders, no nested loop: :mod:`.rings`) checkpoints in
         # whole blocks of them, at least two blocks apart; it records no Feeder value
-        self._spans = {id(lp): checkpoint_every(0, self.prefetch, max(slots))
-                       for lp in _loops(steps)
-                       if max(slots := [RING] + [r.slots for r in lp.body
-                                                 if type(r) is RingReceive]) > RING}
+        self._spans = {id(lp): checkpoint_every(0, self.prefetch, _ring_depth(lp))
+                       for lp in _loops(steps) if _ring_depth(lp) > RING}
         self._staging = Staging(ctx, queue)
         self._flags: list = []           # host arrays for reads of the error record
         self.tier = None                 # team runs swapped in while it runs (tiers.py)
@@ -778,6 +776,9 @@ class Executable:
         if lp.block and not block:
             _as_compiled(lp.body[lp.lead])
         limit = 2 * block if block else RING    # iterations in flight
+        # reads pending at most: two rings' worth per ring Receiver, at least 2 RING
+        pending = max(2 * RING, 2 * _ring_depth(lp) * sum(type(r) is RingReceive
+                                                          for r in lp.body))
         marks: collections.deque = collections.deque()      # (event, iterations)
         flight = 0
         try:
@@ -811,7 +812,7 @@ class Executable:
                         self._run_due(k - ahead - 1)    # the order rule, then the Feeders
                     elif not lp.feeds:                  # (a block's: per iteration inside)
                         self._poll()
-                        self._throttle(lp)
+                        self._throttle(pending)
                     if top:
                         self._retire(self._completed())
                         if (k - start) % every == 0:
@@ -1199,11 +1200,9 @@ class Executable:
             p.arrays = [x[p.slot, ...] for x in parts]     # (0-d arrays, not scalars)
         r.unread = []
 
-    def _throttle(self, lp: Loop) -> None:
-        """In loop ``lp`` without Feeders: keep at most two rings' worth of reads in flight
-        (``2 RING`` reads; ``2 slots`` per ring Receiver)."""
-        slots = [r.slots for r in lp.body if type(r) is RingReceive]
-        while len(self._pending) >= max(2 * RING, 2 * sum(slots)):
+    def _throttle(self, most: int) -> None:
+        """In a loop without Feeders: keep fewer than ``most`` reads in flight."""
+        while len(self._pending) >= most:
             self._finish_one(wait=True)
 
     def _poll(self) -> None:
@@ -1300,6 +1299,12 @@ def _blocks(s) -> list:
     if type(s) is control.WhileStep:
         return [s.cond, s.body]
     return []
+
+
+def _ring_depth(lp: Loop) -> int:
+    """The slots of loop ``lp`` 's Receiver rings (:data:`RING` without any: rings in one
+    body have one depth, :mod:`.rings`)."""
+    return max((r.slots for r in lp.body if type(r) is RingReceive), default=RING)
 
 
 def _loops(steps):
