@@ -34,16 +34,24 @@ print(2 * 1024 ** 3 / best / 1e9)
 def _binary() -> Path | None:
     """The compiled FMA probe (built once per source version), or None without a C
     compiler."""
+    return native(SOURCE, "-pthread")
+
+
+def native(source: Path, *flags: str) -> Path | None:
+    """``source`` compiled by the system C compiler (``$CC``, else ``cc`` or ``gcc``) at
+    ``-O3 -march=native`` with ``flags`` into an executable cached under
+    ``~/.cache/autodiff/bench`` (one per source version and flags), or None without a C
+    compiler or when it fails."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
         return None
-    tag = hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:12]
+    tag = hashlib.sha1(source.read_bytes() + " ".join(flags).encode()).hexdigest()[:12]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    exe = Path(base) / "autodiff" / "bench" / f"peak-{tag}"
+    exe = Path(base) / "autodiff" / "bench" / f"{source.stem}-{tag}"
     if not exe.exists():
         exe.parent.mkdir(parents=True, exist_ok=True)
         tmp = exe.with_suffix(f".{os.getpid()}")
-        r = subprocess.run([cc, "-O3", "-march=native", "-pthread", str(SOURCE), "-o", str(tmp)],
+        r = subprocess.run([cc, "-O3", "-march=native", str(source), "-o", str(tmp), *flags],
                            capture_output=True, text=True)
         if r.returncode != 0:
             return None
