@@ -377,3 +377,22 @@ def test_the_variables_go_in_with_one_mapped_write(monkeypatch):
     np.testing.assert_allclose(got[0], ref[0], rtol=RTOL, atol=ATOL)
     for g, r in zip(got[1], ref[1]):
         np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("shape", [(37, 512), (9, 128), (5, 3, 192), (11, 64), (7, 520)])
+def test_column_reductions_match_numpy(shape):
+    """Sums and maxima over the leading axes (bias gradients): a work-item takes four
+    adjacent vectors of each row ([37, 512]), two (128 and 192 columns: four work-items
+    or more kept), or one (64 columns; 520, in vectors of 8); a NaN reaches its column."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[(1,) * (len(shape) - 1) + (3,)] = np.nan
+    t = ad.Tensor(x)
+    axes = tuple(range(len(shape) - 1))
+    outs = [t.sum(axes), t.amax(axes), (t * 2.0 + 1.0).sum(axes) * 0.5]
+    ad.execute(device="opencl")
+    x64 = x.astype(np.float64)
+    refs = [x64.sum(axes), x.max(axes), (x64 * 2 + 1).sum(axes) * 0.5]
+    for o, r in zip(outs, refs):
+        np.testing.assert_allclose(o.numpy(), r, rtol=1e-5, atol=1e-4)
+        assert np.isnan(o.numpy()[3])

@@ -80,6 +80,21 @@ def test_row_reduce_vectorises_over_merged_axes():
     assert "vload16(0, buf + (j + 64))" in src
 
 
+def test_full_reduction_reads_row_and_column_broadcasts_as_vectors():
+    """The sum over all of [6, 32] of ``x * a[row] + b[col]`` (layer_norm's output summed):
+    ``j`` runs 0, 16, 32... so ``j / 32`` is one value per 16 lanes and ``j % 32`` 16
+    consecutive ones -- a broadcast and a ``vload16``, not 16 scalar loads."""
+    RY, RX = Var("RY", 6), Var("RX", 32)
+    x, a, b, out = _buf("x", (6, 32)), _buf("a", (6,)), _buf("b", (32,)), _buf("out", (1,))
+    v = Apply(Op.ADD, (Apply(Op.MUL, (Load(x, flat([RY, RX], (6, 32))), Load(a, RY))),
+                       Load(b, RX)))
+    k = Reduce(Op.SUM, (6, 32), (RY, RX), (0, 1), v, (Output(out, Num(0), Acc()),))
+    src = codegen.reduce("r", k, {"x": 64, "a": 300, "b": 400, "out": 500}, d=OPENCL).src
+    assert "vload16(0, buf + ((j % 32) + 400))" in src
+    assert "((float16)(buf[((j / 32) + 300)]))" in src
+    assert "j++" not in src                 # no scalar loop
+
+
 @pytest.mark.parametrize("op", sorted(render.CODE_FOR_OP, key=lambda o: o.name))
 def test_op_table_renders_scalar_and_vector(op):
     n = 3 if op is Op.WHERE else (1 if op in {o for o in render.CODE_FOR_OP
@@ -125,6 +140,21 @@ def test_column_sum_reads_rows_contiguously():
     assert "if (c+16 <= 36) vstore16(" in src
     scalar = codegen.reduce("r", k, {"x": 64, "out": 5000}, width=1, d=OPENCL).src
     assert "float16" not in scalar
+
+
+def test_column_sum_takes_adjacent_vectors_per_work_item():
+    """sum(dim=0) of [64, 512]: 32 column vectors, four to a work-item (8 work-items),
+    each a block with its own ``c``; 128 columns take two (4 work-items stay)."""
+    RY = Var("RY", 64)
+    for cols, per, items in ((512, 4, 8), (128, 2, 4)):
+        Xc = Var("X", cols)
+        x, out = _buf("x", (64, cols)), _buf("out", (cols,))
+        k = Reduce(Op.SUM, (64, cols), (RY, Xc), (0,), Load(x, flat([RY, Xc], (64, cols))),
+                   (Output(out, Xc, Acc()),))
+        s = codegen.reduce("r", k, {"x": 64, "out": 90000}, width=16, d=OPENCL)
+        assert s.src.count("const int c = c0_ +") == 2 * per
+        assert f"const int c0_ = (g_ % {items}) * {16 * per};" in s.src
+        assert s.global_size[0] >= items
 
 
 def test_invariant_subexpressions_are_hoisted_and_dead_stores_dropped():

@@ -244,6 +244,33 @@ def test_row_reduce_writes_nothing_else(reductions):
     np.testing.assert_array_equal(reductions[1], reductions[2])
 
 
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("length", [128, 519, 1024])
+def test_row_reduce_in_chains_matches_numpy(op, length):
+    """Rows of 8+ vectors take :data:`~.kernels.CHAINS` accumulators (and a tail of whole
+    vectors and of single elements past the last round); a NaN still reaches its row's
+    maximum and sum."""
+    rows = 5
+    x = RNG.standard_normal((rows, length)).astype(np.float32)
+    x[3, length // 2 + 1] = np.nan
+    ar = Arena()
+    ox, oo = ar.add(x), ar.add(np.zeros(rows, np.float32))
+    src = K.row_reduce("chained", rows, length, K.Ref(ox, (length, 1)), K.Ref(oo, (1,)), op,
+                       d=OPENCL)
+    assert "acc3" in src.src and "jj" in src.src
+    out, _ = run_sources([src], ar.host())
+    ref = x.astype(np.float64).sum(1) if op == "sum" else x.max(1)
+    np.testing.assert_allclose(out[oo:oo + rows], ref, rtol=2e-6, atol=1e-5)
+    assert np.isnan(out[oo + 3])
+
+
+def test_row_reduce_keeps_one_chain_for_a_call_in_its_source():
+    """A source calling ``exp`` is compute-bound: one accumulator, not four copies."""
+    src = K.row_reduce("one", 2, 1024, K.Ref(64, (1024, 1)), K.Ref(3000, (1,)), "sum",
+                       prologue=lambda v, w, r, c: f"exp({v})", d=OPENCL).src
+    assert "acc1" not in src
+
+
 @pytest.mark.parametrize("group", [1, 4, 128])
 def test_tree_reduce_matches_numpy_and_writes_nothing_else(group):
     """The GPU form (a work-group per row, local-memory tree with barriers) runs on PoCL
