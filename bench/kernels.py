@@ -10,7 +10,8 @@ alone in an ``ir_for`` loop, traced once, plus a ``sum`` for a Receiver every it
 not a constant), ``loss.backward()``, SGD on the op's inputs, the loss to a Receiver. Each
 runs in a child process pinned to the idlest CPU with one PoCL thread
 (``POCL_MAX_PTHREAD_COUNT=1``, as ``python -m bench --threads 1``); its time per iteration
-is the mean over the steady three quarters of the Receiver's timestamps.
+is the device's ``steady_iteration_ms``: the wall time from the end of the first iteration
+to the end of the last, over the other iterations.
 
 The reference, :file:`kernels.c`, does the same work per iteration in the plain loops a
 programmer would write (row loops; contiguous inner loops marked ``#pragma omp simd``),
@@ -167,11 +168,9 @@ def autodiff_seconds(case: Case, iters: int) -> float:
     docstring); the caller sets the thread environment before PoCL starts."""
     import autodiff as ad
 
-    stamps: list[float] = []
-    trace(case, iters, lambda _: stamps.append(time.perf_counter()))
-    ad.execute(device="opencl")
-    k = len(stamps) // 4
-    return (stamps[-1] - stamps[k]) / (len(stamps) - 1 - k)
+    trace(case, iters, lambda _: None)
+    report = ad.execute(device="opencl")
+    return report.stats["opencl"]["steady_iteration_ms"] / 1e3
 
 
 def c_seconds(case: Case, cpus: list[int], fast_math: bool = False,
@@ -230,8 +229,7 @@ def _line(row: dict) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
-    p.add_argument("--iters", type=int, default=2000,
-                   help="loop iterations per case (Receiver values come in rings of 32)")
+    p.add_argument("--iters", type=int, default=2000, help="loop iterations per case")
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

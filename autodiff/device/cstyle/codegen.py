@@ -319,8 +319,30 @@ class Values:
             cond = R.access(self.sub(v.cond))
             return f"(({cond}) ? ({self._vector(v.a, vec, w)}) : ({self._vector(v.b, vec, w)}))"
         if isinstance(v, Apply):
+            if v.op is Op.DIV and v.dtype == "float32" and self.uniform(v.args[1], vec):
+                # one scalar division per vector, then a product: a vector division costs
+                # ~10 cycles a vector (softmax's x / sum(x) by rows; ATen's vectorised
+                # softmax multiplies by the reciprocal too), within 2 ulp of it. Where
+                # the reciprocal overflows (a zero or subnormal divisor) the division
+                # itself, so infinities and NaNs stay IEEE's
+                b, a, vt = self.scalar(v.args[1]), self._vector(v.args[0], vec, w), R.vt(w)
+                return (f"(isinf(1.0f/({b})) ? (({a})/(({vt})({b}))) : "
+                        f"(({a})*(({vt})(1.0f/({b})))))")
             return self._apply(v, [self._vector(a, vec, w) for a in v.args], w)
         raise NotImplementedError(f"codegen: cannot render value {type(v).__name__}")
+
+    def uniform(self, v: Value, vec: Var) -> bool:
+        """Whether float32 ``v`` is the same in every lane of a vector along ``vec``:
+        constants and loads that move by 0 along it, and ops of those."""
+        if value_dtype(v) != "float32":
+            return False
+        if id(v) in self.hoisted or isinstance(v, Const):
+            return True
+        if isinstance(v, Load):
+            return self.stride(self.index(v.buffer, v.index), vec) == 0
+        if isinstance(v, Apply):
+            return all(self.uniform(a, vec) for a in v.args)
+        return False
 
 
 def _flat_env(vars, shape, flat: Var) -> dict:
@@ -851,7 +873,7 @@ def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source 
         head += lane_decls(vec, w)
     vt = R.vt(w)
     ident = "0.0f" if op == "sum" else "(-INFINITY)"
-    comb = (lambda a, b: f"{a} + {b}") if op == "sum" else (lambda a, b: f"_ad_max({a}, {b})")
+    comb = (lambda a, b: f"{a} + {b}") if op == "sum" else K.vector_max
     ncols = None if vec.extent % w == 0 else vec.extent
     src = vals.vector(k.src, vec, w)
     stores = _stores(Values(offsets, env, "acc", vals.hoisted, vals.align), k.outs, w, vec,

@@ -615,8 +615,9 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
          f"  if (r >= {rows}) return;"] + [f"  {s}" for s in setup]
     full = length // 16 * 16 if vector else 0
     if full:
-        L += _chains(full, 16, x(16, "j"), pro("v", 16, "r", "j"), comb, "float16",
-                     ident) + [f"  float s = {hred}(acc);"]
+        L += _chains(full, 16, x(16, "j"), pro("v", 16, "r", "j"),
+                     comb if op == "sum" else vector_max, "float16", ident) + \
+            [f"  float s = {hred}(acc);"]
     else:
         L.append(f"  float s = {ident};")
     if length - full:
@@ -640,6 +641,15 @@ CHAIN_CHARS = 600
 #: ``gelu`` over [1024, 512]: 0.348 -> 0.377 ms with four chains)
 CHAIN_CALLS = frozenset({"vload16", "vload8", "vload4", "vload2", "select", "convert_float",
                          "as_float", "as_int"})
+
+
+def vector_max(acc: str, v: str) -> str:
+    """C of the lane-wise maximum of vectors ``acc`` and ``v`` propagating NaN (a NaN lane
+    of either stays NaN): ``v`` where it is greater or NaN. A compare, a NaN test and a
+    blend, against ``_ad_max``'s ``fmax`` with two NaN tests, an add and a select, on the
+    path from one step of a reduction loop to the next (``amax(dim=-1)`` of [1024, 512] on
+    one core: 0.071 -> 0.050 ms). ``v`` is repeated: a name or a short expression."""
+    return f"select({acc}, {v}, ({v} > {acc}) | ({v} != {v}))"
 
 
 def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str], str],
