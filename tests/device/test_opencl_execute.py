@@ -396,3 +396,20 @@ def test_column_reductions_match_numpy(shape):
     for o, r in zip(outs, refs):
         np.testing.assert_allclose(o.numpy(), r, rtol=1e-5, atol=1e-4)
         assert np.isnan(o.numpy()[3])
+
+
+def test_division_by_a_row_value_keeps_ieee_special_cases():
+    """``x / d`` with ``d`` one value per row renders as one reciprocal and a product per
+    vector (``_ad_divs``): within 2 ulp of the division, and the division itself where
+    the reciprocal overflows -- zero, subnormal, infinite and NaN divisors give what numpy
+    gives."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-3, 3, (6, 64)).astype(np.float32)
+    x[2, :3] = [0.0, np.inf, -np.inf]
+    d = np.array([[3.7], [-0.25], [0.0], [1e-39], [np.inf], [np.nan]], np.float32)
+    with np.errstate(all="ignore"):
+        want = x / d
+    got = (ad.Tensor(x) / ad.Tensor(d))
+    ad.execute(device="opencl")
+    np.testing.assert_allclose(got.numpy(), want, rtol=2.5e-7, atol=0)
+    np.testing.assert_array_equal(np.isnan(got.numpy()), np.isnan(want))

@@ -320,14 +320,10 @@ class Values:
             return f"(({cond}) ? ({self._vector(v.a, vec, w)}) : ({self._vector(v.b, vec, w)}))"
         if isinstance(v, Apply):
             if v.op is Op.DIV and v.dtype == "float32" and self.uniform(v.args[1], vec):
-                # one scalar division per vector, then a product: a vector division costs
-                # ~10 cycles a vector (softmax's x / sum(x) by rows; ATen's vectorised
-                # softmax multiplies by the reciprocal too), within 2 ulp of it. Where
-                # the reciprocal overflows (a zero or subnormal divisor) the division
-                # itself, so infinities and NaNs stay IEEE's
-                b, a, vt = self.scalar(v.args[1]), self._vector(v.args[0], vec, w), R.vt(w)
-                return (f"(isinf(1.0f/({b})) ? (({a})/(({vt})({b}))) : "
-                        f"(({a})*(({vt})(1.0f/({b})))))")
+                # one scalar division per vector, then a product (softmax's x / sum(x)
+                # by rows; ATen's vectorised softmax multiplies by the reciprocal too):
+                # ``_ad_divs`` in the device's math library
+                return f"_ad_divs({self._vector(v.args[0], vec, w)}, {self.scalar(v.args[1])})"
             return self._apply(v, [self._vector(a, vec, w) for a in v.args], w)
         raise NotImplementedError(f"codegen: cannot render value {type(v).__name__}")
 

@@ -199,6 +199,10 @@ __forceinline__ void _ad_tp16v(const float16* r, float* P, int kn) {
     for (int kk = 0; kk < kn; kk++) P[16 * kk + i] = x[kk];
   }
 }
+/* a vector divided by a scalar: one division and a product (cstyle codegen, mathlib) */
+#define AD_DIVS(T) __forceinline__ T _ad_divs(T a, float b) { \
+  const float r = 1.0f / b; return isinf(r) ? a / b : a * r; }
+AD_DIVS(float4) AD_DIVS(float8) AD_DIVS(float16)
 __forceinline__ float _hmax16(float16 v) {
   float a[8], b[4];
   a[0] = _ad_max(v.s0, v.s8); a[1] = _ad_max(v.s1, v.s9); a[2] = _ad_max(v.s2, v.sa);
