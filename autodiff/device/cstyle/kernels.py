@@ -633,6 +633,11 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
 #: busier (``amax(dim=-1)`` of [1024, 512]: 0.106 -> 0.071 ms, the sum of ``H * 2 + 1``
 #: 0.045 -> 0.038 ms on one core, ``python -m bench.kernels``)
 CHAINS = 4
+#: fewest whole rounds of the chains a loop must run to be chained: rows of 128 (layer_norm
+#: forward and backward on [1024, 128]: 0.196-0.206 ms either way) gain nothing, and each
+#: chained loop is four copies of its source for PoCL to compile (the main job's program
+#: 294 K characters against 309 K with rows of 128 chained)
+CHAIN_ROUNDS = 4
 #: longest source expression (characters) a reduction loop repeats for its chains: each
 #: copy is code PoCL compiles (the cold start), and a long expression is compute-bound
 CHAIN_CHARS = 600
@@ -657,12 +662,12 @@ def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str],
     """C lines of a reduction loop over ``j = 0, step, ..., < n`` into ``acc`` (a ``vt``
     from ``ident``): ``value`` is the C value at ``j`` (a C int named ``j`` in scope),
     ``body`` the value combined (an expression of it, named ``v``), ``comb(acc, v)`` the
-    combination. With room for them, :data:`CHAINS` accumulators take the steps in turn
+    combination. With :data:`CHAIN_ROUNDS` rounds or more, :data:`CHAINS` accumulators take the steps in turn
     (the loop unrolled by hand, each step a block with its own ``const int j``) and are
     combined pairwise at the end, into ``acc``; steps past the last whole round go to
     ``acc``."""
     code = value + body
-    k = CHAINS if n >= 2 * CHAINS * step and len(code) <= CHAIN_CHARS and \
+    k = CHAINS if n >= CHAIN_ROUNDS * CHAINS * step and len(code) <= CHAIN_CHARS and \
         set(re.findall(r"([A-Za-z_]\w*)\s*\(", code)) <= CHAIN_CALLS else 1
     if k == 1:
         return [f"  {vt} acc = ({vt})({ident});",

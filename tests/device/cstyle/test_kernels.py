@@ -245,9 +245,9 @@ def test_row_reduce_writes_nothing_else(reductions):
 
 
 @pytest.mark.parametrize("op", ["sum", "max"])
-@pytest.mark.parametrize("length", [128, 519, 1024])
+@pytest.mark.parametrize("length", [256, 519, 1024])
 def test_row_reduce_in_chains_matches_numpy(op, length):
-    """Rows of 8+ vectors take :data:`~.kernels.CHAINS` accumulators (and a tail of whole
+    """Rows of 16+ vectors take :data:`~.kernels.CHAINS` accumulators (and a tail of whole
     vectors and of single elements past the last round); a NaN still reaches its row's
     maximum and sum."""
     rows = 5
