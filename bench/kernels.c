@@ -44,6 +44,14 @@ static float total(const float *y, int n) {
   return s;
 }
 
+/* the maximum of n floats (a NaN is not propagated) */
+static float row_max(const float *x, int n) {
+  float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+  for (int j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
 /* x[M,K] @ W[N,K]^T, then the sum */
 #define MM_M 1024
 #define MM_K 128
@@ -74,12 +82,7 @@ static void sum_last(void) {
   sink = total(hr, HR);
 }
 static void amax_last(void) {
-  for (int i = 0; i < HR; i++) {
-    float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-    for (int j = 0; j < HC; j++) m = h[i * HC + j] > m ? h[i * HC + j] : m;
-    hr[i] = m;
-  }
+  for (int i = 0; i < HR; i++) hr[i] = row_max(h + i * HC, HC);
   sink = total(hr, HR);
 }
 static void sum_first(void) {
@@ -162,19 +165,17 @@ static void layer_norm_fb(void) {
 #define SR 4096
 #define SC 64
 static float *sx, *sy, *sg;
-static void sm_forward(void) {
-  for (int i = 0; i < SR; i++) {
-    const float *x = sx + i * SC;
-    float *y = sy + i * SC;
-    float m = -INFINITY, s = 0;
-#pragma omp simd reduction(max : m)
-    for (int j = 0; j < SC; j++) m = x[j] > m ? x[j] : m;
-    for (int j = 0; j < SC; j++) y[j] = expf(x[j] - m);
-    s = total(y, SC);
-    const float r = 1.0f / s;
+/* y = softmax(x) over n floats; returns log(sum(exp(x))) */
+static float softmax_row(const float *x, float *y, int n) {
+  const float m = row_max(x, n);
+  for (int j = 0; j < n; j++) y[j] = expf(x[j] - m);
+  const float s = total(y, n), r = 1.0f / s;
 #pragma omp simd
-    for (int j = 0; j < SC; j++) y[j] *= r;
-  }
+  for (int j = 0; j < n; j++) y[j] *= r;
+  return logf(s) + m;
+}
+static void sm_forward(void) {
+  for (int i = 0; i < SR; i++) softmax_row(sx + i * SC, sy + i * SC, SC);
 }
 static void softmax(void) {
   sm_forward();
@@ -204,19 +205,8 @@ static float *cx, *cp;
 static int *ct;
 static float ce_forward(void) {
   float loss = 0;
-  for (int i = 0; i < CR; i++) {
-    const float *x = cx + i * CC;
-    float *p = cp + i * CC;
-    float m = -INFINITY, s = 0;
-#pragma omp simd reduction(max : m)
-    for (int j = 0; j < CC; j++) m = x[j] > m ? x[j] : m;
-    for (int j = 0; j < CC; j++) p[j] = expf(x[j] - m);
-    s = total(p, CC);
-    loss += logf(s) + m - x[ct[i]];
-    const float r = 1.0f / s;
-#pragma omp simd
-    for (int j = 0; j < CC; j++) p[j] *= r;
-  }
+  for (int i = 0; i < CR; i++)
+    loss += softmax_row(cx + i * CC, cp + i * CC, CC) - cx[i * CC + ct[i]];
   return loss / CR;
 }
 static void cross_entropy(void) { sink = ce_forward(); }
