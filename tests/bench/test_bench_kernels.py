@@ -19,7 +19,8 @@ TF = torch.nn.functional
 def _reference(name: str, t: list):
     """PyTorch's value of case ``name`` on float64 tensors ``t``."""
     x = t[0]
-    ce = lambda: TF.cross_entropy(x, torch.from_numpy(kernels.targets(*x.shape)).long())  # noqa: E731
+    target = torch.from_numpy(kernels.targets(*x.shape)).long()
+    ce = lambda: TF.cross_entropy(x, target)  # noqa: E731
     return {
         "matmul": lambda: (x @ t[1].T).sum(),
         "scale_shift": lambda: (x * 2 + 1).sum(),

@@ -662,7 +662,8 @@ def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str],
     """C lines of a reduction loop over ``j = 0, step, ..., < n`` into ``acc`` (a ``vt``
     from ``ident``): ``value`` is the C value at ``j`` (a C int named ``j`` in scope),
     ``body`` the value combined (an expression of it, named ``v``), ``comb(acc, v)`` the
-    combination. With :data:`CHAIN_ROUNDS` rounds or more, :data:`CHAINS` accumulators take the steps in turn
+    combination. With :data:`CHAIN_ROUNDS` rounds or more (and a short source calling
+    nothing but :data:`CHAIN_CALLS`), :data:`CHAINS` accumulators take the steps in turn
     (the loop unrolled by hand, each step a block with its own ``const int j``) and are
     combined pairwise at the end, into ``acc``; steps past the last whole round go to
     ``acc``."""
