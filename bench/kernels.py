@@ -1,15 +1,15 @@
 """Kernel table: each op alone in an ``ir_for`` on OpenCL, one thread, against the same work
 as hand-written C loops compiled by the system compiler.
 
-    python -m bench.kernels [--cases matmul,softmax_fb] [--iters 400] [--json F]
+    python -m bench.kernels [--cases matmul,softmax_fb] [--iters 2000] [--json F]
 
 Each case is the protocol of the kernel table in the compute-bound speed issue: the op
 alone in an ``ir_for`` loop, traced once, plus a ``sum`` for a Receiver every iteration
 (``forward`` cases); or, for ``_fb`` cases, a training step on the op alone --
 ``loss = (op(x) * G).sum()`` with a fixed random ``G`` (so the gradient reaching the op is
 not a constant; ``cross_entropy`` is its own loss), ``loss.backward()``, SGD on the op's
-inputs, the loss to a Receiver. Each
-runs in a child process pinned to the idlest CPU with one PoCL thread
+inputs, the loss to a Receiver. Each runs in a child process pinned to the idlest CPU with
+one PoCL thread
 (``POCL_MAX_PTHREAD_COUNT=1``, as ``python -m bench --threads 1``); its time per iteration
 is the device's ``steady_iteration_ms``: the wall time from the end of the first iteration
 to the end of the last, over the other iterations.
