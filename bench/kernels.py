@@ -166,7 +166,10 @@ def trace(case: Case, iters: int, receive: Callable) -> None:
 
 def autodiff_seconds(case: Case, iters: int) -> float:
     """Seconds per iteration of ``case`` on OpenCL in this process (see the module
-    docstring); the caller sets the thread environment before PoCL starts."""
+    docstring); the caller sets the thread environment before PoCL starts.
+
+    Raises:
+        autodiff.device.opencl.OpenCLUnavailable: no OpenCL platform."""
     import autodiff as ad
 
     trace(case, iters, lambda _: None)
@@ -178,7 +181,10 @@ def c_seconds(case: Case, cpus: list[int], fast_math: bool = False,
               budget_s: float = 0.5) -> float | None:
     """Seconds per iteration of :file:`kernels.c`'s ``case``, pinned to ``cpus``
     (``fast_math``: compiled with ``-ffast-math`` too, so that gcc calls glibc's vector
-    ``expf``/``erff``); None without a C compiler."""
+    ``expf``/``erff``); None without a C compiler.
+
+    Raises:
+        subprocess.CalledProcessError: the compiled program failed (an unknown case)."""
     exe = native(SOURCE, "-fopenmp-simd", *(["-ffast-math"] if fast_math else []), "-lm")
     if exe is None:
         return None
@@ -191,7 +197,11 @@ def measure(names: list[str], iters: int) -> list[dict]:
     """One row per case: ``{"case", "title", "autodiff_ms", "c_ms", "c_fast_ms", "ratio",
     "gb_s", "gflops"}``: ``c_ms`` and ``c_fast_ms`` from :file:`kernels.c` without and with
     ``-ffast-math``, ``ratio`` autodiff's time over the faster of the two (the C figures
-    and ``ratio`` None without a C compiler)."""
+    and ``ratio`` None without a C compiler).
+
+    Raises:
+        RuntimeError: a case's autodiff child failed (its stderr's end in the message).
+        subprocess.CalledProcessError: a case's C program failed."""
     rows = []
     for name in names:
         case = CASES[name]
