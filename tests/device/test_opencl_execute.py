@@ -265,6 +265,7 @@ def test_head_merge_views_are_packed_into_panels_by_rows(monkeypatch):
     row-pointer pack panels first."""
     from autodiff.device.opencl import codegen
     monkeypatch.setattr(codegen, "PANEL_MIN_FLOPS", 0)
+    monkeypatch.setattr(codegen, "STRIDED_A_MAX_K", 0)      # weight gradients from panels too
 
     def run(dev):
         ad.reset()
@@ -301,6 +302,7 @@ def test_matmuls_from_panels_match_numpy(monkeypatch, tile):
     give the numpy device's values."""
     from autodiff.device.opencl import codegen
     monkeypatch.setattr(codegen, "PANEL_MIN_FLOPS", 0)
+    monkeypatch.setattr(codegen, "STRIDED_A_MAX_K", 0)      # weight gradients from panels too
 
     def run(dev):
         ad.reset()
@@ -321,6 +323,32 @@ def test_matmuls_from_panels_match_numpy(monkeypatch, tile):
     for i, (r, g) in enumerate(zip(ref, got)):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * max(1, np.abs(r).max()),
                                    err_msg=f"value {i}")
+
+
+def test_a_short_weight_gradient_reads_its_operands_in_place():
+    """``dW = dY^T @ X`` with a short K (the batch) and at most PANEL_MIN_ROWS rows is large
+    enough for panels but reads ``dY^T`` (A along M) and ``X`` where they are: no pack
+    kernel; a longer K still packs. Values match the numpy device."""
+    from autodiff.device.opencl import codegen
+
+    def run(dev, batch):
+        ad.reset()
+        rng = np.random.default_rng(11)
+        x = ad.Tensor(rng.standard_normal((batch, 96)).astype(np.float32))
+        w = ad.Tensor((rng.standard_normal((200, 96)) * 0.1).astype(np.float32),
+                      requires_grad=True)
+        g = ad.Tensor(rng.standard_normal((batch, 200)).astype(np.float32))
+        loss = ((x @ w.T).relu() * g).sum()
+        loss.backward()
+        ad.execute(device=dev)
+        src = str(ad.runtime.TRACER.last.stages["opencl"]) if dev == "opencl" else ""
+        return w.grad.numpy(), src
+
+    for batch, packs in ((64, False), (2 * codegen.STRIDED_A_MAX_K, True)):
+        assert 2 * 200 * 96 * batch >= codegen.PANEL_MIN_FLOPS
+        (ref, _), (got, src) = run("numpy", batch), run("opencl", batch)
+        assert ("_dp_pa_body" in src) == packs, batch
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
 def test_the_variables_go_in_with_one_mapped_write(monkeypatch):

@@ -623,9 +623,8 @@ def dot_product(name: str, k: DotProduct, offsets: dict, d: Dialect,
     pre = []
     consts = any(r is not None and r.const is not None for r in (a, b))
     if not batch and not consts and SCRATCH_A in offsets and Kd >= PANEL_MIN_K and \
-            2 * M * N * Kd >= PANEL_MIN_FLOPS and D.CTYPE[k.dtype] != "int" and not (
-                M < PANEL_MIN_ROWS and a is not None and a.strides[-1] == 1
-                and b is not None and b.strides[-1] == 1):
+            2 * M * N * Kd >= PANEL_MIN_FLOPS and D.CTYPE[k.dtype] != "int" and \
+            not _in_place(M, Kd, a, b):
         if a is None or a.strides[-1] != 1:      # A not contiguous along K: panels
             pre.append(_pack_panel(name + "_pa", va, a, False, mv, k.k, M, Kd,
                                    K.panel_rows(tile, M), offsets[SCRATCH_A], offsets, d,
@@ -688,6 +687,26 @@ PANEL_MIN_K = 32
 #: the run): its step 0.258-0.276 -> 0.250-0.254 ms without them; W3's M = 1024 products
 #: are 1-2% faster with them
 PANEL_MIN_ROWS = 256
+
+#: ... and when A runs along M (``dY^T`` in a weight gradient ``dY^T @ X``, B along N), at
+#: most :data:`PANEL_MIN_ROWS` rows and this long a K: per ``k`` a tile reads its 8 rows of
+#: A as one cache line, and packing both operands costs more than it buys. One PoCL thread
+#: (Sapphire Rapids, kernels replayed alone, best of 15): [256, K] x [K, 256] with both
+#: packs -> read in place, K 64: 109 -> 103 us, K 128: 188 -> 175 us, K 256: 209 -> 213
+#: us; [1024, 64] x [64, 256]: 356 -> 391 us (so not for more rows). W4's two weight
+#: gradients (K = 64, the batch): the step's kernels 261 -> 250 us
+STRIDED_A_MAX_K = 128
+
+
+def _in_place(M: int, Kd: int, a: K.Ref | None, b: K.Ref | None) -> bool:
+    """Whether a product large enough for panels reads both operands where they are
+    (strided arrays, B along N): A along K and fewer than :data:`PANEL_MIN_ROWS` rows, or A
+    along M with a short K (:data:`STRIDED_A_MAX_K`)."""
+    if a is None or b is None or b.strides[-1] != 1:
+        return False
+    if a.strides[-1] == 1:
+        return M < PANEL_MIN_ROWS
+    return a.strides[-2] == 1 and M <= PANEL_MIN_ROWS and Kd <= STRIDED_A_MAX_K
 
 
 def pack_sizes(k: DotProduct) -> tuple[int, int]:
