@@ -94,7 +94,7 @@ def op_suite() -> list:
             shapes, seed, low, high, avoid, margin)
         arrays = [np.asarray(a, np.float32) if np.issubdtype(np.asarray(a).dtype, np.floating)
                   else np.asarray(a, np.int32) for a in arrays]
-        return op_helper._run(ad_fn or torch_fn, arrays, forward_only, "numpy")[0]
+        return op_helper._run(ad_fn or torch_fn, arrays, forward_only, "numpy", seed)[0]
 
     def run_all():
         saved = test_ops.check_op

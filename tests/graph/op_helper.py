@@ -4,11 +4,14 @@
 tensors, then compares
 
 * the forward value and every input gradient with torch in float32, and
-* every input gradient with central finite differences of ``out.sum()`` computed in float64
-  on torch (no autograd involved), so a wrong gradient rule in both libraries, or in a
-  torch function written differently from ours, is still caught.
+* every input gradient with central finite differences of ``(out * G).sum()`` computed in
+  float64 on torch (no autograd involved), so a wrong gradient rule in both libraries, or
+  in a torch function written differently from ours, is still caught.
 
-The gradient is that of ``out.sum()``: ``out.backward()`` without an argument seeds ones.
+The backward pass is seeded with ``G`` (``out.backward(G)`` in both libraries), a random
+upstream gradient of the output's shape (:func:`upstream`): with ones, the gradient of an op
+whose outputs sum to a constant (softmax, a normalisation without affine parameters) is
+zero in exact arithmetic, and only rounding noise would be compared.
 
 On a device other than numpy (``device=`` or :data:`DEVICE`, which ``tests/conftest.py``
 sets per test to run the op suite on every available device), the forward value and every
@@ -63,10 +66,19 @@ def _torch_in(a: np.ndarray, dtype, grad: bool) -> torch.Tensor:
     return torch.tensor(a, dtype=dtype, requires_grad=grad)
 
 
-def finite_difference_grads(torch_fn, arrays, eps: float = FD_EPS) -> list[np.ndarray | None]:
-    """d sum(torch_fn(*arrays)) / d array by central differences in float64 (None for
-    integer inputs)."""
+def upstream(shape, seed: int) -> np.ndarray:
+    """The upstream gradient ``G`` check_op seeds the backward pass with: float32 of
+    ``shape``, uniform in [0.5, 1.5) (not constant, away from zero so that no input's
+    gradient vanishes)."""
+    return np.random.default_rng(seed + 7919).uniform(0.5, 1.5, shape).astype(np.float32)
+
+
+def finite_difference_grads(torch_fn, arrays, eps: float = FD_EPS,
+                            weight: np.ndarray | None = None) -> list[np.ndarray | None]:
+    """d sum(weight * torch_fn(*arrays)) / d array by central differences in float64
+    (``weight`` None: ones; None for integer inputs)."""
     base = [_torch_in(a, torch.float64, False) for a in arrays]
+    w = None if weight is None else torch.from_numpy(np.asarray(weight, np.float64))
     grads = []
     with torch.no_grad():
         for i, a in enumerate(arrays):
@@ -78,22 +90,28 @@ def finite_difference_grads(torch_fn, arrays, eps: float = FD_EPS) -> list[np.nd
             for j in range(flat.numel()):
                 x0 = flat[j].item()
                 flat[j] = x0 + eps
-                hi = torch_fn(*base).double().sum().item()
+                hi = _weighted(torch_fn(*base), w)
                 flat[j] = x0 - eps
-                lo = torch_fn(*base).double().sum().item()
+                lo = _weighted(torch_fn(*base), w)
                 flat[j] = x0
                 g.reshape(-1)[j] = (hi - lo) / (2 * eps)
             grads.append(g)
     return grads
 
 
-def _run(ad_fn, arrays, forward_only: bool, device: str):
-    """Trace ``ad_fn``, seed the backward pass with ones, execute once on ``device``.
-    Returns the forward value and the input gradients (None where an input has none)."""
+def _weighted(y: torch.Tensor, w: torch.Tensor | None) -> float:
+    y = y.double()
+    return (y if w is None else y * w).sum().item()
+
+
+def _run(ad_fn, arrays, forward_only: bool, device: str, seed: int):
+    """Trace ``ad_fn``, seed the backward pass with :func:`upstream`, execute once on
+    ``device``. Returns the forward value and the input gradients (None where an input
+    has none)."""
     xs = [ad.Tensor(a, requires_grad=_is_float(a) and not forward_only) for a in arrays]
     out = ad_fn(*xs)
     if not forward_only:
-        out.backward()
+        out.backward(ad.Tensor(upstream(out.shape, seed)))
     grads = [x.grad for x in xs]           # keep the traced gradients referenced
     ad.execute(device=device)
     return out.numpy(), [None if g is None else g.numpy() for g in grads]
@@ -143,9 +161,9 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
               else np.asarray(a, np.float32) for a in arrays]
 
     device = device or DEVICE
-    ours, our_grads = _run(ad_fn, arrays, forward_only, device)
+    ours, our_grads = _run(ad_fn, arrays, forward_only, device, seed)
     if device != "numpy":
-        ref, ref_grads = _run(ad_fn, arrays, forward_only, "numpy")
+        ref, ref_grads = _run(ad_fn, arrays, forward_only, "numpy", seed)
         _agree(ours, ref, f"forward value on {device} differs from the numpy device")
         for i, (g, r) in enumerate(zip(our_grads, ref_grads)):
             if g is not None and r is not None:
@@ -155,8 +173,9 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
     # torch, float32 (or torch_dtype).
     ts = [_torch_in(a, torch_dtype, not forward_only) for a in arrays]
     ref = torch_fn(*ts)
+    G = upstream(tuple(ref.shape), seed)
     if not forward_only:
-        ref.sum().backward()
+        ref.backward(torch.from_numpy(G).to(ref.dtype))
     want = np.dtype(np.float32 if ref.dtype == torch.float64 else dtypes.host(ref.dtype))
     # integer inputs are int32 here and int64 for torch (its index ops need int64)
     assert ours.dtype == want or (want == np.int64 and ours.dtype == np.int32), \
@@ -172,7 +191,7 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
     if forward_only:
         return ours
 
-    fds = finite_difference_grads(torch_fn, arrays) if fd else [None] * len(arrays)
+    fds = finite_difference_grads(torch_fn, arrays, weight=G) if fd else [None] * len(arrays)
     for i, (a, g, t, f) in enumerate(zip(arrays, our_grads, ts, fds)):
         if not _is_float(a):
             continue
