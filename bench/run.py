@@ -1,14 +1,17 @@
 """Run the benchmark: every workload on every system, each in its own subprocess.
 
     python -m bench [--quick] [--workloads W1,W2] [--systems numpy,jax] [--threads 1,all]
-                    [--json PATH] [--md BENCHMARKS.md]
+                    [--repeat 3] [--json PATH] [--md BENCHMARKS.md]
 
 A child process (``--child``, internal) runs one (workload, system) pair, pinned to the
 idlest ``--threads`` CPUs with thread-pool variables set, and writes its figures and final
 parameters to a folder; the parent checks numerical agreement, prints the tables with
 ratios against the best peer, and writes the raw JSON (and, with ``--md``, BENCHMARKS.md).
 With several thread counts (``--threads 1,all``) every pair runs once per count, and the
-machine's fp32 ceilings (:mod:`bench.peak`) are measured for each count first.
+machine's fp32 ceilings (:mod:`bench.peak`) are measured for each count first. With
+``--repeat n`` every pair runs n times, in rounds (all pairs, then all again), and the
+table shows each pair's median run: on a machine shared with other jobs one run's ratio
+can move by 10-50%.
 """
 from __future__ import annotations
 
@@ -172,6 +175,22 @@ def run_pair(workload: str, system, steps, threads: int, timeout: float,
     return row, params
 
 
+def median_run(done: list[tuple[dict, dict]]) -> tuple[dict, dict]:
+    """Of one pair's runs ``[(row, params)]`` (``--repeat``), the run with the median
+    ``step_ms`` among those that finished (the lower middle one of an even count), with
+    ``repeat_ms``, every finished run's ``step_ms`` in run order, and a note giving their
+    range; the last run when none finished. A single run is returned as it is."""
+    ok = [(r, p) for r, p in done if r.get("status") == "ok" and r.get("step_ms")]
+    if len(done) == 1 or not ok:
+        return done[-1]
+    row, p = sorted(ok, key=lambda rp: rp[0]["step_ms"])[(len(ok) - 1) // 2]
+    times = [r["step_ms"] for r, _ in ok]
+    row = dict(row, repeat_ms=times)
+    row["notes"] = list(row.get("notes", [])) + [
+        f"median of {len(ok)} runs ({report._ms(min(times))}-{report._ms(max(times))} ms)"]
+    return row, p
+
+
 def check_agreement(rows: list[dict], params: dict) -> None:
     """Compare final parameters against the reference row (the numpy autodiff device if it
     finished, else the first finished row).
@@ -261,10 +280,13 @@ def run_all(args, argv: list[str]) -> dict:
         meta["peak"][str(n)] = peak.measure(n, idlest_cpus(n), thread_env(n))
         print(f"fp32 ceilings on {n} thread(s): {meta['peak'][str(n)]}", file=sys.stderr)
     pairs = plan(args)
-    by_workload: dict[tuple, list] = {}
-    params: dict = {}
+    repeat = getattr(args, "repeat", 1) or 1
+    runs: dict[tuple, list] = {}            # (name, threads, system) -> [(row, params)]
     t_start = time.perf_counter()
-    for i, (name, system, steps, threads) in enumerate(pairs, 1):
+    # rounds interleaved (every pair once, then again): a slow spell of a shared machine
+    # then falls on every system's runs alike, not on all of one system's
+    rounds = [(r, pair) for r in range(repeat) for pair in pairs]
+    for i, (_, (name, system, steps, threads)) in enumerate(rounds, 1):
         skip = missing(system)
         if name == charlm.NAME:
             skip = skip or charlm.unavailable()
@@ -283,13 +305,17 @@ def run_all(args, argv: list[str]) -> dict:
         ceiling = meta["peak"][str(threads)].get("sgemm_gflops")
         if row.get("gflops") and ceiling:
             row["peak_pct"] = 100.0 * row["gflops"] / ceiling
-        params[(name, threads, system.name)] = p
-        by_workload.setdefault((name, threads), []).append(row)
+        runs.setdefault((name, threads, system.name), []).append((row, p))
         msg = row["status"] if row["status"] != "ok" else \
             f"{report._ms(row.get('step_ms'))} ms/step, total {row['total_s']:.2f} s"
-        print(f"[{i}/{len(pairs)}] {_key(name)} {system.name} ({threads} thread"
+        print(f"[{i}/{len(rounds)}] {_key(name)} {system.name} ({threads} thread"
               f"{'s' if threads > 1 else ''}): {msg} ({time.perf_counter() - t:.1f} s)",
               file=sys.stderr, flush=True)
+    by_workload: dict[tuple, list] = {}
+    params: dict = {}
+    for (name, threads, sname), done in runs.items():
+        row, params[(name, threads, sname)] = median_run(done)
+        by_workload.setdefault((name, threads), []).append(row)
     workloads = []
     for (name, threads), rows in by_workload.items():
         w = WORKLOADS.get(name)
@@ -319,6 +345,9 @@ def main(argv=None) -> None:
     p.add_argument("--caches", choices=["cold", "warm"],
                    help="Inductor's and PoCL's disk compile caches: fresh per pair (cold, "
                         "default of a full run) or kept (warm, default of --quick)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of every pair, in interleaved rounds; the table shows each "
+                        "pair's median run (default 1)")
     p.add_argument("--json", help="raw results (default bench/results[-quick].json)")
     p.add_argument("--md", help="also write the Markdown report here (BENCHMARKS.md)")
     p.add_argument("--from-json", metavar="PATH",
@@ -331,6 +360,8 @@ def main(argv=None) -> None:
     p.add_argument("--cpus", default="", help=argparse.SUPPRESS)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, not {args.repeat}")
     args.caches = args.caches or ("warm" if args.quick else "cold")
     args.timeout = args.timeout or (QUICK_BUDGET_S if args.quick else 600)
     if args.child:

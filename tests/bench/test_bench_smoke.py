@@ -159,3 +159,32 @@ def test_w1_runs_on_every_installed_system(tmp_path):
             assert r["cpu_ms"] == report.device_steady_cpu_ms(r["stats"]["device_stats"])
     text = md.read_text()
     assert "## Machine" in text and "W1 mlp255" in text and "python -m bench" in text
+
+
+def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_path):
+    """``--repeat 3``: every pair runs three times, all pairs once per round; the table
+    keeps each pair's median run (its row and its parameters), listing every run's time."""
+    from bench import run as R
+    order, times = [], {"autodiff:numpy": [3.0, 1.0, 2.0], "torch-eager": [5.0, 4.0, 6.0]}
+
+    def fake_pair(name, system, steps, threads, timeout, warm):
+        order.append(system.name)
+        k = sum(s == system.name for s in order) - 1
+        ms = times[system.name][k]
+        p = {"end": {"w": np.full(2, ms, np.float32)}}
+        return {"workload": name, "system": system.name, "peer": system.peer,
+                "status": "ok", "step_ms": ms, "total_s": 1.0, "steps": 3}, p
+    monkeypatch.setattr(R, "run_pair", fake_pair)
+    monkeypatch.setattr(R.peak, "measure", lambda n, cpus, env: {})
+    out = tmp_path / "r.json"
+    R.main(["--workloads", "W1", "--systems", "autodiff:numpy,torch-eager", "--steps", "3",
+            "--repeat", "3", "--json", str(out), "--no-scaling"])
+    assert order == ["autodiff:numpy", "torch-eager"] * 3
+    rows = {r["system"]: r for r in json.loads(out.read_text())["workloads"][0]["rows"]}
+    assert rows["autodiff:numpy"]["step_ms"] == 2.0 and rows["torch-eager"]["step_ms"] == 5.0
+    assert rows["autodiff:numpy"]["repeat_ms"] == [3.0, 1.0, 2.0]
+    assert "median of 3 runs (1-3 ms)" in rows["autodiff:numpy"]["notes"]
+    # the kept run's parameters are the ones compared: 2.0 against 5.0
+    np.testing.assert_allclose(rows["torch-eager"]["max_rel_diff"], 1.5, rtol=1e-6)
+    with pytest.raises(SystemExit):
+        R.main(["--repeat", "0", "--workloads", "W1"])
