@@ -264,6 +264,28 @@ def test_row_reduce_in_chains_matches_numpy(op, length):
     assert np.isnan(out[oo + 3])
 
 
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("length, chains", [(7, 1), (10, 2), (15, 2), (640, 4)])
+def test_scalar_row_reduce_in_chains_matches_numpy(op, length, chains):
+    """A row read element by element (``vector=False``: a source not contiguous along the
+    row) takes two accumulators from :data:`~.kernels.SCALAR_PAIR_MIN` elements (even and
+    odd ``j``, an odd last one to the first) and four where :func:`_chains` takes them; a
+    NaN still reaches its row's maximum and sum."""
+    rows = 6
+    x = RNG.standard_normal((rows, length)).astype(np.float32)
+    x[4, length - 1] = np.nan
+    ar = Arena()
+    ox, oo = ar.add(x), ar.add(np.zeros(rows, np.float32))
+    src = K.row_reduce("scalar", rows, length, K.Ref(ox, (length, 1)), K.Ref(oo, (1,)), op,
+                       vector=False, d=OPENCL)
+    assert ("s1 = " in src.src) == (chains == 2) and ("acc3" in src.src) == (chains == 4)
+    assert "vload16" not in src.src
+    out, _ = run_sources([src], ar.host())
+    ref = x.astype(np.float64).sum(1) if op == "sum" else x.max(1)
+    np.testing.assert_allclose(out[oo:oo + rows], ref, rtol=2e-6, atol=1e-5)
+    assert np.isnan(out[oo + 4])
+
+
 def test_row_reduce_keeps_one_chain_for_a_call_in_its_source():
     """A source calling ``exp`` is compute-bound: one accumulator, not four copies."""
     src = K.row_reduce("one", 2, 1024, K.Ref(64, (1024, 1)), K.Ref(3000, (1,)), "sum",
