@@ -285,8 +285,8 @@ def run_all(args, argv: list[str]) -> dict:
     t_start = time.perf_counter()
     # rounds interleaved (every pair once, then again): a slow spell of a shared machine
     # then falls on every system's runs alike, not on all of one system's
-    rounds = [(r, pair) for r in range(repeat) for pair in pairs]
-    for i, (_, (name, system, steps, threads)) in enumerate(rounds, 1):
+    rounds = [pair for _ in range(repeat) for pair in pairs]
+    for i, (name, system, steps, threads) in enumerate(rounds, 1):
         skip = missing(system)
         if name == charlm.NAME:
             skip = skip or charlm.unavailable()

@@ -173,8 +173,8 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
     # torch, float32 (or torch_dtype).
     ts = [_torch_in(a, torch_dtype, not forward_only) for a in arrays]
     ref = torch_fn(*ts)
-    G = upstream(tuple(ref.shape), seed)
-    if not forward_only:
+    G = None if forward_only else upstream(tuple(ref.shape), seed)
+    if G is not None:
         ref.backward(torch.from_numpy(G).to(ref.dtype))
     want = np.dtype(np.float32 if ref.dtype == torch.float64 else dtypes.host(ref.dtype))
     # integer inputs are int32 here and int64 for torch (its index ops need int64)
