@@ -694,7 +694,9 @@ PANEL_MIN_ROWS = 256
 #: (Sapphire Rapids, kernels replayed alone, best of 15): [256, K] x [K, 256] with both
 #: packs -> read in place, K 64: 109 -> 103 us, K 128: 188 -> 175 us, K 256: 209 -> 213
 #: us; [1024, 64] x [64, 256]: 356 -> 391 us (so not for more rows). W4's two weight
-#: gradients (K = 64, the batch): the step's kernels 261 -> 250 us
+#: gradients (K = 64, the batch): the step's kernels 261 -> 250 us. (Measured on Intel
+#: only: on Zen 3, A^T read in place ran at 27-44 GFLOP/s against 69-79 from panels for
+#: long K, :func:`.kernels.panel_rows`; short K was not measured there)
 STRIDED_A_MAX_K = 128
 
 

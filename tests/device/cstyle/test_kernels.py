@@ -114,6 +114,15 @@ def test_matmul_writes_nothing_else(matmuls):
     np.testing.assert_array_equal(matmuls[1], matmuls[2])   # nan == nan here
 
 
+@pytest.mark.parametrize("M, rows", [(1, 1), (5, 5), (8, 8), (9, 5), (10, 5), (17, 6),
+                                     (49, 7), (50, 8), (56, 8), (64, 8), (103, 8), (1024, 8)])
+def test_tile_rows_split_m_evenly(M, rows):
+    """``ceil(M / 8)`` row tiles of equal height (the last one short by less than a tile's
+    row count): M = 10 is two tiles of 5, not 8 + 8 with 6 rows computed in vain."""
+    assert K.panel_rows((K.TM, K.TN, 1), M) == rows
+    assert -(-M // rows) == -(-M // K.TM)
+
+
 def test_wide_tile_is_kept_or_narrowed_by_n():
     assert K.fit_tile(WIDE, 64) == WIDE and K.fit_tile(WIDE, 255) == WIDE
     assert K.fit_tile(WIDE, 80) == WIDE                 # 16 of 96 columns idle: kept
