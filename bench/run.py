@@ -178,14 +178,15 @@ def run_pair(workload: str, system, steps, threads: int, timeout: float,
 def median_run(done: list[tuple[dict, dict]]) -> tuple[dict, dict]:
     """Of one pair's runs ``[(row, params)]`` (``--repeat``), the run with the median
     ``step_ms`` among those that finished (the lower middle one of an even count), with
-    ``repeat_ms``, every finished run's ``step_ms`` in run order, and a note giving their
-    range; the last run when none finished. A single run is returned as it is."""
+    ``repeat_ms`` and ``repeat_cpus``, every finished run's ``step_ms`` and the CPUs it was
+    pinned to, in run order, and a note giving their range; the last run when none
+    finished. A single run is returned as it is."""
     ok = [(r, p) for r, p in done if r.get("status") == "ok" and r.get("step_ms")]
     if len(done) == 1 or not ok:
         return done[-1]
     row, p = sorted(ok, key=lambda rp: rp[0]["step_ms"])[(len(ok) - 1) // 2]
     times = [r["step_ms"] for r, _ in ok]
-    row = dict(row, repeat_ms=times)
+    row = dict(row, repeat_ms=times, repeat_cpus=[r.get("cpus") for r, _ in ok])
     row["notes"] = list(row.get("notes", [])) + [
         f"median of {len(ok)} runs ({report._ms(min(times))}-{report._ms(max(times))} ms)"]
     return row, p

@@ -172,7 +172,7 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
         k = sum(s == system.name for s in order) - 1
         ms = times[system.name][k]
         p = {"end": {"w": np.full(2, ms, np.float32)}}
-        return {"workload": name, "system": system.name, "peer": system.peer,
+        return {"workload": name, "system": system.name, "peer": system.peer, "cpus": [k % 2],
                 "status": "ok", "step_ms": ms, "total_s": 1.0, "steps": 3}, p
     monkeypatch.setattr(R, "run_pair", fake_pair)
     monkeypatch.setattr(R.peak, "measure", lambda n, cpus, env: {})
@@ -183,6 +183,7 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
     rows = {r["system"]: r for r in json.loads(out.read_text())["workloads"][0]["rows"]}
     assert rows["autodiff:numpy"]["step_ms"] == 2.0 and rows["torch-eager"]["step_ms"] == 5.0
     assert rows["autodiff:numpy"]["repeat_ms"] == [3.0, 1.0, 2.0]
+    assert rows["autodiff:numpy"]["repeat_cpus"] == [[0], [1], [0]]
     assert "median of 3 runs (1-3 ms)" in rows["autodiff:numpy"]["notes"]
     # the kept run's parameters are the ones compared: 2.0 against 5.0
     np.testing.assert_allclose(rows["torch-eager"]["max_rel_diff"], 1.5, rtol=1e-6)
