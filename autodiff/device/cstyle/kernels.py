@@ -520,17 +520,27 @@ TRANSPOSE16_ROWS = "_ad_tp16v"
 EPILOGUE_LOOP_CHARS = 400
 
 
+def dot_tile(M: int, N: int) -> tuple[int, int]:
+    """Rows and columns of the dot form's tile: :data:`DM` x :data:`DN`, or 8 x 2 for a
+    narrow N that 4 does not divide but 2 does (a 10-class output layer: five column tiles
+    instead of three of which the last computes two columns past N, and 16% fewer dot
+    products and horizontal sums; W4's x [64, 256] @ W.T with W [10, 256]: 5.6 -> 4.7 us,
+    one PoCL thread); fewer rows when M is smaller."""
+    dm, dn = (2 * DM, DN // 2) if N < 4 * DN and N % DN and N % (DN // 2) == 0 else (DM, DN)
+    return min(dm, M), dn
+
+
 def _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store):
-    """4x4 tile of float16 dot-product accumulators along K (B contiguous along K); fewer
-    rows when M < 4."""
-    dm = min(DM, M)
-    L = [f"  const int n0 = {d.index('global', 0)}*{DN};",
+    """A tile (:func:`dot_tile`) of float16 dot-product accumulators along K (B contiguous
+    along K)."""
+    dm, dn = dot_tile(M, N)
+    L = [f"  const int n0 = {d.index('global', 0)}*{dn};",
          f"  const int m0 = {d.index('global', 1)}*{dm};"]
     for i in range(dm):
         L.append(f"  {d.pointer(const=True)} a{i} = A + min(m0+{i}, {M - 1})*{sam};")
-    for j in range(DN):
+    for j in range(dn):
         L.append(f"  {d.pointer(const=True)} b{j} = B + min(n0+{j}, {N - 1})*{sbn};")
-    L += [f"  float16 acc{i}{j} = (float16)(0.0f);" for i in range(dm) for j in range(DN)]
+    L += [f"  float16 acc{i}{j} = (float16)(0.0f);" for i in range(dm) for j in range(dn)]
 
     def aload(i, k):
         if sak == 1:
@@ -539,9 +549,9 @@ def _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store):
 
     def chunk(k, mask):
         out = [f"    const float16 va{i} = {aload(i, k)};" for i in range(dm)]
-        out += [f"    const float16 vb{j} = vload16(0, b{j} + {k});" for j in range(DN)]
+        out += [f"    const float16 vb{j} = vload16(0, b{j} + {k});" for j in range(dn)]
         for i in range(dm):
-            for j in range(DN):
+            for j in range(dn):
                 if mask is None:
                     out.append(f"    acc{i}{j} = fma(va{i}, vb{j}, acc{i}{j});")
                 else:
@@ -565,12 +575,12 @@ def _mm_dot(d, M, N, K, sam, sak, sbk, sbn, store):
         L.append("  }")
     for i in range(dm):
         row = f"(m0+{i})"
-        parts = [f"_hsum16(acc{i}{j})" for j in range(DN)]
-        L.append(f"  {{ const float4 s_ = (float4)({', '.join(parts)});")
-        st = store("s_", DN, row, "n0")
+        parts = [f"_hsum16(acc{i}{j})" for j in range(dn)]
+        L.append(f"  {{ const float{dn} s_ = (float{dn})({', '.join(parts)});")
+        st = store("s_", dn, row, "n0")
         guard = "" if M % dm == 0 else f"if ({row} < {M}) "
         L.append(f"    {guard}{{ " + " ".join(st) + " } }")
-    return L, (_cdiv(N, DN), _cdiv(M, dm))
+    return L, (_cdiv(N, dn), _cdiv(M, dm))
 
 
 def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], str],

@@ -29,8 +29,9 @@ from __future__ import annotations
 from ..cstyle import dtypes as _dtypes, philox as _philox
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
-#: stores of the dot-form tile); a template using another width needs it added here
-WIDTHS = (4, 8, 16)
+#: and float2 stores of the dot-form tile); a template using another width needs it added
+#: here
+WIDTHS = (2, 4, 8, 16)
 LANES = "0123456789abcdef"
 
 #: OpenCL math builtins generic over float/floatN -> the CUDA float function (one operand
@@ -202,7 +203,7 @@ __forceinline__ void _ad_tp16v(const float16* r, float* P, int kn) {
 /* a vector divided by a scalar: one division and a product (cstyle codegen, mathlib) */
 #define AD_DIVS(T) __forceinline__ T _ad_divs(T a, float b) { \
   const float r = 1.0f / b; return isinf(r) ? a / b : a * r; }
-AD_DIVS(float4) AD_DIVS(float8) AD_DIVS(float16)
+AD_DIVS(float2) AD_DIVS(float4) AD_DIVS(float8) AD_DIVS(float16)
 __forceinline__ float _hmax16(float16 v) {
   float a[8], b[4];
   a[0] = _ad_max(v.s0, v.s8); a[1] = _ad_max(v.s1, v.s9); a[2] = _ad_max(v.s2, v.sa);

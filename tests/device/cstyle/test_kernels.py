@@ -38,7 +38,8 @@ class Arena:
         return h
 
 
-MM_SHAPES = [(1, 1, 1), (2, 255, 255), (37, 19, 5), (8, 16, 16), (17, 33, 40), (9, 4, 3)]
+MM_SHAPES = [(1, 1, 1), (2, 255, 255), (37, 19, 5), (8, 16, 16), (17, 33, 40), (9, 4, 3),
+             (13, 10, 21), (5, 6, 40)]   # the last two: the narrow dot tile (dot_tile)
 LAYOUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
 AVX2 = (6, 8, 2)           # the register tile of 8-float vector registers (target.TILES)
 WIDE = (8, 16, 2)          # ... of 16-float registers: 32 columns (two float16 per row)
