@@ -124,6 +124,13 @@ def test_tile_rows_split_m_evenly(M, rows):
     assert -(-M // rows) == -(-M // K.TM)
 
 
+@pytest.mark.parametrize("M, N, tile", [(64, 10, (8, 2)), (64, 6, (8, 2)), (5, 14, (5, 2)),
+                                        (64, 12, (4, 4)), (64, 16, (4, 4)), (64, 19, (4, 4)),
+                                        (64, 18, (4, 4)), (2, 4, (2, 4))])
+def test_dot_tile_is_narrow_only_for_an_even_n_under_16_that_4_does_not_divide(M, N, tile):
+    assert K.dot_tile(M, N) == tile
+
+
 def test_wide_tile_is_kept_or_narrowed_by_n():
     assert K.fit_tile(WIDE, 64) == WIDE and K.fit_tile(WIDE, 255) == WIDE
     assert K.fit_tile(WIDE, 80) == WIDE                 # 16 of 96 columns idle: kept
