@@ -110,6 +110,28 @@ def test_interrupt_in_the_loops_cleanup_names_it_run_to_the_end(device, monkeypa
     assert _equal(m.state(), traj[N]) and m.feeds == N
 
 
+def test_interrupt_as_the_loop_records_its_end_keeps_the_final_values(device, monkeypatch):
+    """An interrupt landing while the device records the loop as run to the end (inside
+    :meth:`Progress.finished`, after its iterations' Feeder calls were dropped as
+    completed) keeps the final values and names all N iterations, no Feeder call beyond
+    them -- not the state before the last iteration with its Feeder call forgotten (the
+    random-interrupt test's trial 316, numpy device)."""
+    traj = _trajectory(device)
+    m = Model()
+    real = Progress.finished
+
+    def finished(self, n):
+        real(self, n)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Progress, "finished", finished)
+    with pytest.raises(ExecutionInterrupted) as info:
+        ad.execute(device=device)
+    e = info.value
+    assert e.completed == N, str(e)
+    assert _equal(m.state(), traj[N]) and m.feeds == N
+    assert e.feeder_calls == 0, str(e)
+
+
 def test_interrupt_while_compiling_leaves_everything_unchanged(device, monkeypatch):
     backend = get(device)
 

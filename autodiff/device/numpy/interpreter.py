@@ -134,6 +134,9 @@ class Interpreter:
                 self._feeds = ahead.take(k) if ahead is not None else None
                 self._run(body, store)
             if top:
+                # the final values are the state to keep from here on: an interrupt while
+                # the end is recorded (the iterations' Feeder calls dropped) keeps them
+                snap = (length, dict(store))
                 self.progress.finished(length)
         except BaseException:
             if top:

@@ -466,7 +466,8 @@ class ProceduralExecutor:
                 self._feeds = ahead.take(k) if ahead is not None else None
                 for f in body:
                     f()
-            if top:
+            if top:     # the final values from here on (as the interpreter's loop)
+                snap = (length, [self._buf(b).copy() for b in self.params])
                 self.progress.finished(length)
         except BaseException:
             if top:
