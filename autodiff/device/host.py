@@ -88,9 +88,12 @@ class Progress:
     def finished(self, n: int) -> None:
         """The outermost loop ran all its ``n`` iterations: recorded before its cleanup,
         so that an interrupt landing there (before :meth:`leave`) still names the loop as
-        run to the end rather than as no loop at all."""
-        self.done(n)
-        self.left = (self.site, n)
+        run to the end rather than as no loop at all. Ctrl-C is deferred while it records
+        (an interrupt between dropping the iterations' Feeder calls and naming the loop
+        would leave neither); the caller then keeps the final values."""
+        with deferred_interrupts():
+            self.done(n)
+            self.left = (self.site, n)
 
     def fed(self, k: int) -> None:
         """A Feeder call for outermost iteration ``k``."""
