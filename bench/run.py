@@ -281,12 +281,11 @@ def run_all(args, argv: list[str]) -> dict:
         meta["peak"][str(n)] = peak.measure(n, idlest_cpus(n), thread_env(n))
         print(f"fp32 ceilings on {n} thread(s): {meta['peak'][str(n)]}", file=sys.stderr)
     pairs = plan(args)
-    repeat = getattr(args, "repeat", 1) or 1
     runs: dict[tuple, list] = {}            # (name, threads, system) -> [(row, params)]
     t_start = time.perf_counter()
     # rounds interleaved (every pair once, then again): a slow spell of a shared machine
     # then falls on every system's runs alike, not on all of one system's
-    rounds = [pair for _ in range(repeat) for pair in pairs]
+    rounds = [pair for _ in range(args.repeat) for pair in pairs]
     for i, (name, system, steps, threads) in enumerate(rounds, 1):
         skip = missing(system)
         if name == charlm.NAME:

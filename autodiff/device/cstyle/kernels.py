@@ -410,7 +410,7 @@ def panel_rows(tile, M: int) -> int:
     45 -> 83; A^T (contiguous along M, a weight gradient) read directly 27-44, from panels
     69-79, row-major A from panels no faster than directly. Panel rows past M or columns
     past N hold copies of the last one and are never stored."""
-    return _cdiv(M, _cdiv(M, tile[0])) if M else min(tile[0], M)
+    return _cdiv(M, _cdiv(M, tile[0])) if M else 0
 
 
 def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], int],
@@ -631,8 +631,10 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
         L += _chains(full, 16, x(16, "j"), pro("v", 16, "r", "j"),
                      comb if op == "sum" else vector_max, "float16", ident) + \
             [f"  float s = {hred}(acc);"]
-    elif length >= SCALAR_PAIR_MIN:         # a scalar row: independent chains (see below)
-        L += _scalar_chains(length, x(1, "j"), pro("v", 1, "r", "j"), comb, ident)
+    elif length >= SCALAR_PAIR_MIN:         # a scalar row: two chains or more (see below)
+        value, body = x(1, "j"), pro("v", 1, "r", "j")
+        L += _chains(length, 1, value, body, comb, "float", ident,
+                     max(2, _chain_count(length, 1, value + body))) + ["  float s = acc;"]
         full = length
     else:
         L.append(f"  float s = {ident};")
@@ -680,16 +682,16 @@ def _chain_count(n: int, step: int, code: str) -> int:
 
 
 def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str], str],
-            vt: str, ident: str) -> list[str]:
+            vt: str, ident: str, chains: int | None = None) -> list[str]:
     """C lines of a reduction loop over ``j = 0, step, ..., < n`` into ``acc`` (a ``vt``
     from ``ident``): ``value`` is the C value at ``j`` (a C int named ``j`` in scope),
     ``body`` the value combined (an expression of it, named ``v``), ``comb(acc, v)`` the
-    combination. With :data:`CHAIN_ROUNDS` rounds or more (and a short source calling
-    nothing but :data:`CHAIN_CALLS`), :data:`CHAINS` accumulators take the steps in turn
-    (the loop unrolled by hand, each step a block with its own ``const int j``) and are
-    combined pairwise at the end, into ``acc``; steps past the last whole round go to
-    ``acc``."""
-    k = _chain_count(n, step, value + body)
+    combination. ``chains`` accumulators (default :func:`_chain_count`'s: :data:`CHAINS`
+    from :data:`CHAIN_ROUNDS` rounds of a short source calling nothing but
+    :data:`CHAIN_CALLS`, else one) take the steps in turn (the loop unrolled by hand, each
+    step a block with its own ``const int j``) and are combined pairwise at the end, into
+    ``acc``; steps past the last whole round go to ``acc``."""
+    k = chains or _chain_count(n, step, value + body)
     if k == 1:
         return [f"  {vt} acc = ({vt})({ident});",
                 f"  for (int j = 0; j < {n}; j += {step}) {{",
@@ -714,28 +716,11 @@ def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str],
 
 #: shortest row a scalar row reduction (a source not contiguous along the row: a short row
 #: of a softmax over 10 classes, a full sum broadcasting per-row values) splits into two
-#: chains; from CHAINS * CHAIN_ROUNDS elements :func:`_chains`' four. One chain waits on
+#: chains (:func:`_chains`); from CHAINS * CHAIN_ROUNDS elements four. One chain waits on
 #: each previous add or NaN-propagating max (4-6 cycles): W4's cross-entropy over [64, 10]
 #: (max, exp-sum and the loss's sum of 640), one PoCL thread, kernels replayed alone: 5.7
 #: -> 4.3 us with two chains per row
 SCALAR_PAIR_MIN = 8
-
-
-def _scalar_chains(n: int, value: str, body: str, comb: Callable[[str, str], str],
-                   ident: str) -> list[str]:
-    """C lines reducing the scalar ``value`` at ``j = 0 .. n-1`` (``body``: the value
-    combined, an expression of it named ``v``) into ``float s``, ``n >=``
-    :data:`SCALAR_PAIR_MIN`: :func:`_chains`' four accumulators when it takes them, else
-    two taking even and odd ``j`` (an odd last element goes to the first)."""
-    if _chain_count(n, 1, value + body) > 1:
-        return _chains(n, 1, value, body, comb, "float", ident) + ["  float s = acc;"]
-    step = lambda a, j: f"{{ const int j = {j}; const float v = {value}; {a} = {comb(a, body)}; }}"
-    L = [f"  float s = {ident}, s1 = {ident};",
-         f"  for (int jj = 0; jj < {n // 2 * 2}; jj += 2) {{",
-         f"    {step('s', 'jj')}", f"    {step('s1', 'jj + 1')}", "  }"]
-    if n % 2:
-        L.append(f"  {step('s', n - 1)}")
-    return L + [f"  s = {comb('s', 's1')};"]
 
 
 #: rows (work-items) per work-group of a row reduction: one group per row pays PoCL's
