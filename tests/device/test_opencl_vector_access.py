@@ -57,3 +57,10 @@ def test_store_through_a_const_pointer_is_a_build_error():
 }""", (1,), (1,))])
     with pytest.raises(KernelBuildError):
         build(ctx, dev, src, ["s"])
+
+
+def test_every_program_carries_the_vector_access_preamble():
+    src = render.program([K.Source("e", "__kernel void e(__global float* b) { b[0] = 1; }",
+                                   (1,), (1,))])
+    assert render.VECTOR_ACCESS in src
+    assert src.index("#define vload16(i, p)") < src.index("__kernel void e(")

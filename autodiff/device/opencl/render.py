@@ -31,8 +31,10 @@ def vector_access(widths=(2, 4, 8, 16)) -> str:
     bare casts: a function returning or taking ``float16`` gets clang's 512-bit
     ``min-legal-vector-width``, which inlining passes to its caller -- without it LLVM
     splits every ``float16`` into two 256-bit halves on AVX-512 (the target prefers 256-bit
-    vectors). Any other pointer type is a compile error."""
-    L = []
+    vectors). Any other pointer type is a compile error. Only for clang-based OpenCL C
+    compilers (``__clang__``: PoCL, and the attributes and ``_Generic`` are clang's); others
+    keep their own builtins."""
+    L = ["#ifdef __clang__"]
     types = (("float", "f"), ("int", "i"))
     for w in widths:
         for t, v in types:
@@ -51,7 +53,7 @@ def vector_access(widths=(2, 4, 8, 16)) -> str:
         L += [f"#undef vload{w}", f"#undef vstore{w}",
               f"#define vload{w}(i, p) _Generic((p), {ld})",
               f"#define vstore{w}(x, i, p) _Generic((p), {st})"]
-    return "\n".join(L) + "\n"
+    return "\n".join(L + ["#endif"]) + "\n"
 
 
 #: one vector access per vloadN/vstoreN (:func:`vector_access`)
