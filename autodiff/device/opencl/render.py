@@ -19,7 +19,7 @@ from . import mathlib
 from .dialect import OPENCL
 
 def vector_access(widths=(2, 4, 8, 16)) -> str:
-    """``vloadN``/``vstoreN`` on ``__global`` float and int pointers as one vector access of
+    """``vloadN``/``vstoreN`` on ``__global float`` pointers as one vector access of
     element alignment (a typedef of 4-byte alignment; vector types carry the "may alias
     anything" type-based alias class, so scalar accesses to the same words stay ordered).
 
@@ -31,28 +31,21 @@ def vector_access(widths=(2, 4, 8, 16)) -> str:
     bare casts: a function returning or taking ``float16`` gets clang's 512-bit
     ``min-legal-vector-width``, which inlining passes to its caller -- without it LLVM
     splits every ``float16`` into two 256-bit halves on AVX-512 (the target prefers 256-bit
-    vectors). Any other pointer type is a compile error. Only for clang-based OpenCL C
-    compilers (``__clang__``: PoCL, and the attributes and ``_Generic`` are clang's); others
-    keep their own builtins."""
+    vectors). Generated code calls them on float pointers only (:mod:`.rings` copies its
+    int words as floats: a load and a store move the bits unchanged); any other pointer
+    is a compile error. Only for clang-based OpenCL C compilers (``__clang__``: PoCL; the
+    attributes are clang's); others keep their own builtins."""
     L = ["#ifdef __clang__"]
-    types = (("float", "f"), ("int", "i"))
     for w in widths:
-        for t, v in types:
-            u = f"_ad_{v}{w}u"
-            L += [f"typedef {t} {u} __attribute__((ext_vector_type({w}), aligned(4)));",
-                  f"static inline __attribute__((always_inline)) {t}{w} _ad_ld{v}{w}("
-                  f"__global const {t}* p) {{ return *(__global const {u}*)p; }}",
-                  f"static inline __attribute__((always_inline)) void _ad_st{v}{w}("
-                  f"{t}{w} x, __global {t}* p) {{ *(__global {u}*)p = x; }}"]
-    for w in widths:     # (no function pointers in OpenCL C: each case is a whole call
-        #                 that compiles for any argument; only the chosen one runs)
-        ld = ", ".join(f"__global {q}{t}*: _ad_ld{v}{w}((__global const {t}*)(p) + (i)*{w})"
-                       for t, v in types for q in ("", "const "))
-        st = ", ".join(f"__global {t}*: _ad_st{v}{w}(as_{t}{w}(x), (__global {t}*)(p) + (i)*{w})"
-                       for t, v in types)
-        L += [f"#undef vload{w}", f"#undef vstore{w}",
-              f"#define vload{w}(i, p) _Generic((p), {ld})",
-              f"#define vstore{w}(x, i, p) _Generic((p), {st})"]
+        u = f"_ad_f{w}u"
+        L += [f"typedef float {u} __attribute__((ext_vector_type({w}), aligned(4)));",
+              f"static inline __attribute__((always_inline)) float{w} _ad_ld{w}("
+              f"__global const float* p) {{ return *(__global const {u}*)p; }}",
+              f"static inline __attribute__((always_inline)) void _ad_st{w}("
+              f"float{w} x, __global float* p) {{ *(__global {u}*)p = x; }}",
+              f"#undef vload{w}", f"#undef vstore{w}",
+              f"#define vload{w}(i, p) _ad_ld{w}((p) + (i)*{w})",
+              f"#define vstore{w}(x, i, p) _ad_st{w}((x), (p) + (i)*{w})"]
     return "\n".join(L + ["#endif"]) + "\n"
 
 

@@ -98,12 +98,13 @@ def copy_body(name: str, parts: list[tuple[int, int]], ring: int, slots: int,
 def _copy(words: int, dst: str, src: str) -> str:
     """C copying ``words`` ints from ``src`` to ``dst`` (int pointer expressions): in
     vectors of the widest of 16, 4 lanes that divides them (vload/vstore need no
-    alignment)."""
+    alignment), as floats (the preamble's vector accesses are float ones: a load and a
+    store move the bits unchanged, NaN payloads included)."""
     w = next(v for v in (16, 4, 1) if words % v == 0)
     if w == 1:
         return f"  for (int i = 0; i < {words}; i++) ({dst})[i] = ({src})[i];"
-    return (f"  for (int i = 0; i < {words // w}; i++) "
-            f"vstore{w}(vload{w}(i, {src}), i, {dst});")
+    return (f"  for (int i = 0; i < {words // w}; i++) vstore{w}(vload{w}(i, "
+            f"(__global const float*)({src})), i, (__global float*)({dst}));")
 
 
 def receiver(s: ReceiverRead, parts: list, kernels,
