@@ -25,9 +25,9 @@ def vector_access(widths=(2, 4, 8, 16)) -> str:
 
     PoCL's kernel library builds ``vload16`` from eight ``float2`` loads and ``vstore16``
     from eight 8-byte stores; its JIT merged them back (loads) or not (a ``vstore16`` left
-    three stores), and the extra IR was ~25% of a matmul kernel's work-group compile, most of
-    it in LLVM's loop strength reduction (PoCL 3.1, LLVM 15; measured on the main job's
-    kernels compiled one by one). The accesses are small functions of the vector type, not
+    three stores), and the extra IR cost instruction selection and loop strength reduction
+    time: the work-group compiles of the main job's larger part, body by body, 3.4-4.0 ->
+    2.9-3.0 s (PoCL 3.1, LLVM 15, one thread; BENCHMARKS.md). The accesses are small functions of the vector type, not
     bare casts: a function returning or taking ``float16`` gets clang's 512-bit
     ``min-legal-vector-width``, which inlining passes to its caller -- without it LLVM
     splits every ``float16`` into two 256-bit halves on AVX-512 (the target prefers 256-bit
