@@ -1,7 +1,8 @@
 """One OpenCL program: the OpenCL C preamble, then every kernel.
 
 The preamble defines what the shared templates (:mod:`autodiff.device.cstyle`) call beyond
-OpenCL C's builtins: the inline transcendentals (:mod:`.mathlib`), the horizontal sums
+OpenCL C's builtins -- and ``vloadN``/``vstoreN`` anew, as single vector accesses
+(:func:`vector_access`): the inline transcendentals (:mod:`.mathlib`), the horizontal sums
 and maxima of ``float16`` (:data:`HELPERS`), the 16x16 register transposes of the
 matmul operand packs (:data:`TRANSPOSES`, where called), the dtype helpers
 (:data:`autodiff.device.cstyle.dtypes.HELPERS`) and Philox-4x32-10 with the kernel writing
@@ -18,6 +19,7 @@ from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
 
+
 def vector_access(widths=(2, 4, 8, 16)) -> str:
     """``vloadN``/``vstoreN`` on ``__global float`` pointers as one vector access of
     element alignment (a typedef of 4-byte alignment; vector types carry the "may alias
@@ -27,14 +29,15 @@ def vector_access(widths=(2, 4, 8, 16)) -> str:
     from eight 8-byte stores; its JIT merged them back (loads) or not (a ``vstore16`` left
     three stores), and the extra IR cost instruction selection and loop strength reduction
     time: the work-group compiles of the main job's larger part, body by body, 3.4-4.0 ->
-    2.9-3.0 s (PoCL 3.1, LLVM 15, one thread; BENCHMARKS.md). The accesses are small functions of the vector type, not
-    bare casts: a function returning or taking ``float16`` gets clang's 512-bit
-    ``min-legal-vector-width``, which inlining passes to its caller -- without it LLVM
-    splits every ``float16`` into two 256-bit halves on AVX-512 (the target prefers 256-bit
-    vectors). Generated code calls them on float pointers only (:mod:`.rings` copies its
-    int words as floats: a load and a store move the bits unchanged); any other pointer
-    is a compile error. Only for clang-based OpenCL C compilers (``__clang__``: PoCL; the
-    attributes are clang's); others keep their own builtins."""
+    2.9-3.0 s (PoCL 3.1, LLVM 15, one thread; BENCHMARKS.md). The accesses are small
+    functions of the vector type, not bare casts: a function returning or taking
+    ``float16`` gets clang's 512-bit ``min-legal-vector-width``, which inlining passes to
+    its caller -- without it LLVM splits every ``float16`` into two 256-bit halves on
+    AVX-512 (the target prefers 256-bit vectors). Generated code calls them on float
+    pointers only (:mod:`.rings` copies its int words as floats: a load and a store move
+    the bits unchanged; another pointer type would draw clang's incompatible-pointer
+    warning). Only for clang-based OpenCL C compilers (``__clang__``: PoCL; the attributes
+    are clang's); others keep their own builtins."""
     L = ["#ifdef __clang__"]
     for w in widths:
         u = f"_ad_f{w}u"
