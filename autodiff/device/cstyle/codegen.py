@@ -1089,8 +1089,9 @@ def _with_params(s: K.Source, d: Dialect, params, values) -> K.Source:
     ``d.signature(name, [arena pointer])``)."""
     buf = f"{d.whole.pointer() if s.whole else d.pointer()} restrict buf"
     dd = d.whole if s.whole else d
-    head = dd.signature(s.name, [buf])
-    if head not in s.src:
-        raise AssertionError(f"{s.name}: signature {head!r} not found")
-    src = s.src.replace(head, dd.signature(s.name, [buf] + list(params)), 1)
-    return replace(s, src=src, params=tuple(params), args=tuple(values))
+    for inline in (True, False):        # (a body may stay a function: Body.signature)
+        head = dd.signature(s.name, [buf], inline)
+        if head in s.src:
+            src = s.src.replace(head, dd.signature(s.name, [buf] + list(params), inline), 1)
+            return replace(s, src=src, params=tuple(params), args=tuple(values))
+    raise AssertionError(f"{s.name}: signature {dd.signature(s.name, [buf])!r} not found")

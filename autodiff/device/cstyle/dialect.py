@@ -16,7 +16,7 @@ from __future__ import annotations
 _AXES = "xyz"
 
 #: the fields a :class:`Body` takes from its kernel dialect
-FIELDS = ("buffer", "local", "constant", "inline", "barrier", "preamble", "warp",
+FIELDS = ("buffer", "local", "constant", "inline", "noinline", "barrier", "preamble", "warp",
           "shuffle_down")
 
 
@@ -30,6 +30,8 @@ class Dialect:
         local: qualifier of work-group shared memory.
         constant: qualifier of read-only constant memory.
         inline: qualifier of device helper functions.
+        noinline: qualifier of a helper function the compiler must keep a function of its
+            own.
         barrier: work-group barrier statement (local memory fence).
         ids: work-item index expressions, ``{d}`` being the axis letter (``x``, ``y``,
             ``z``) and ``{i}`` the axis number.
@@ -47,6 +49,7 @@ class Dialect:
     local: str = ""
     constant: str = ""
     inline: str = ""
+    noinline: str = "__attribute__((noinline))"
     barrier: str = ""
     ids: dict = {}
     preamble: str = ""
@@ -67,8 +70,9 @@ class Dialect:
         c = "const " if const else ""
         return f"{self.buffer} {c}{ctype}*".strip()
 
-    def signature(self, name: str, params: list[str]) -> str:
-        """The first line of kernel ``name`` with parameter declarations ``params``."""
+    def signature(self, name: str, params: list[str], inline: bool = True) -> str:
+        """The first line of kernel ``name`` with parameter declarations ``params``
+        (``inline``: for a :class:`Body`; a complete kernel is never inlined)."""
         return f"{self.kernel} {name}({', '.join(params)})"
 
 
@@ -95,9 +99,14 @@ class Body(Dialect):
     def whole(self) -> Dialect:
         return self.of
 
-    def signature(self, name: str, params: list[str]) -> str:
+    def signature(self, name: str, params: list[str], inline: bool = True) -> str:
+        """``inline=False``: the body stays a function of its own (:attr:`noinline`), called
+        per work-item (a matmul tile's body that calls the shared tile loop: its caller's
+        loop then holds one call, not the tile's 16-32 epilogue addresses, which LLVM's
+        loop strength reduction worked through in every block function)."""
         args = params + [f"const int g{i}" for i in range(3)]
-        return f"{self.kernel} {body_name(name)}({', '.join(args)})"
+        q = self.inline if inline else self.noinline
+        return f"static {q} void {body_name(name)}({', '.join(args)})"
 
 
 def body_name(kernel: str) -> str:

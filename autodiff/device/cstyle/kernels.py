@@ -188,7 +188,9 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
     sam, sak = a.strides[-2:]
     sbk, sbn = b.strides[-2:]
     B = math.prod(batch)
-    head = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
+    # a body calling the shared tile loop stays a function: its callers' loops hold a call
+    shared_loop = micro and b.panel
+    head = [d.signature(name, [f"{d.pointer()} restrict buf"], inline=not shared_loop) + " {",
             f"  const int bi = {d.index('global', 2)};"]
     boff = {x: _batch_offset(batch, r.strides[:nb], "bi") for x, r in (("a", a), ("b", b))}
     if a.panel or b.panel:

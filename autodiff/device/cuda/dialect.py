@@ -33,6 +33,7 @@ class CUDA(Dialect):
     local = "__shared__"
     constant = "__constant__"
     inline = "__forceinline__"
+    noinline = "__noinline__"
     barrier = "__syncthreads();"
     ids = {"global": "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})",
            "local": "threadIdx.{d}", "group": "blockIdx.{d}"}

@@ -210,6 +210,17 @@ def test_shared_tile_loop_matches_the_inline_one(tile, M, N, Kd, apanel):
                                rtol=1e-5, atol=1e-4)
 
 
+def test_a_body_calling_the_shared_tile_loop_stays_a_function():
+    """As a body (the OpenCL CPU device's dispatch kernels), a matmul calling the shared tile
+    loop is never inlined into its block function's loops; one with the loop inline is."""
+    from autodiff.device.opencl.dialect import BODY
+    a, b = K.Ref(0, (33, 1)), K.Ref(4096, (0, 0), panel=True)
+    call, inline = (K.matmul("mm", 19, 80, 33, a, b, K.Ref(8192, (80, 1)), d=BODY, micro=m)
+                    for m in (True, False))
+    assert call.src.startswith("static __attribute__((noinline)) void mm_body(")
+    assert inline.src.startswith("static inline void mm_body(")
+
+
 def test_shared_tile_loop_names_are_checked():
     with pytest.raises(ValueError, match="not a shared tile loop"):
         K.micro_kernel("_ad_mm8x16", OPENCL)
