@@ -171,7 +171,7 @@ def matmul(name: str, M: int, N: int, K: int, a: Ref, b: Ref, c: Ref | Store,
             the store hook uses; the flat batch index ``bi`` is in scope).
         micro: with B in panels, call the shared tile loop (:func:`micro_kernel`, whose
             definition the program must hold: :func:`micro_names`) instead of inlining
-            it.
+            it; a body (:class:`.dialect.Body`) that does is then itself never inlined.
 
     Returns:
         The kernel :class:`Source`; global size (column tiles, row tiles, batch).
