@@ -102,6 +102,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         result.update(report.device_figures(outcome.stats.get("device_stats", {})))
         result["notes"] = list(result["notes"] or []) + _tvm_notes(outcome.stats)
         result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["child_rss_mb"] = child_rss_mb()
         if outcome.params:
             np.savez(out / "params.npz", **outcome.params)
         if w is not None and w.check_steps:       # after the timed run: caches stay cold
@@ -115,6 +116,18 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
     result.setdefault("rss_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     (out / "result.json").write_text(json.dumps(result))
     return result
+
+
+def child_rss_mb() -> float | None:
+    """Peak RSS (MB) of the largest child process that has ended, or None: the OpenCL
+    device's compile helpers (:mod:`autodiff.device.opencl.prejit`; an idle one is ended
+    first, or it would outlive the measurement) and PoCL's linker. Memory outside the
+    process's own peak (``rss_mb``) that the run also used; PyTorch and JAX start none."""
+    prejit = sys.modules.get("autodiff.device.opencl.prejit")
+    if prejit is not None:
+        prejit.end_idle()
+    kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return kb / 1024 if kb else None
 
 
 def _tvm_notes(stats: dict) -> list[str]:

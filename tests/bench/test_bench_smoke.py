@@ -189,3 +189,21 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
     np.testing.assert_allclose(rows["torch-eager"]["max_rel_diff"], 1.5, rtol=1e-6)
     with pytest.raises(SystemExit):
         R.main(["--repeat", "0", "--workloads", "W1"])
+
+
+def test_child_rss_counts_an_ended_child_process():
+    """``child_rss_mb``: the peak RSS of the largest child that ended (in a fresh process, so
+    that no earlier child counts): None before any, at least the 300 MB a child touched."""
+    import subprocess
+    import sys
+
+    from bench.run import ROOT
+    touch = "b = bytearray(300 << 20); b[::4096] = bytes(len(b[::4096]))"
+    code = ("import subprocess, sys; from bench.run import child_rss_mb; before = child_rss_mb(); "
+            f"subprocess.run([sys.executable, '-c', {touch!r}], check=True); "
+            "print(before, child_rss_mb())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    before, after = out.split()
+    assert before == "None"
+    assert 300 <= float(after) < 400
