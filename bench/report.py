@@ -168,7 +168,7 @@ COLUMNS = [
     ("CPU ms/step", "cpu_ms", _ms, "low"),
     ("total (s)", "total_s", _s, "low"),
     ("peak RSS (MB)", "rss_mb", lambda v: "-" if v is None else f"{v:.0f}", "low"),
-    ("child RSS (MB)", "child_rss_mb", lambda v: "-" if v is None else f"{v:.0f}", None),
+    ("helper RSS (MB)", "helper_rss_mb", lambda v: "-" if v is None else f"{v:.0f}", None),
     ("GFLOP/s", "gflops", lambda v: "-" if v is None else f"{v:.2f}", "high"),
     ("% of SGEMM peak", "peak_pct", lambda v: "-" if v is None else f"{v:.0f}%", None),
     ("kern/it", "kernels_per_iter", lambda v: "-" if v is None else f"{v:g}", None),
@@ -218,7 +218,7 @@ def _best_peers(rows: list[dict]) -> dict:
 
 
 #: Columns left out of a table when no row of it has a value (device-only figures).
-OPTIONAL = {"cpu_ms", "child_rss_mb", "gflops", "peak_pct", "kernels_per_iter", "launches_per_iter", "arena_bytes",
+OPTIONAL = {"cpu_ms", "helper_rss_mb", "gflops", "peak_pct", "kernels_per_iter", "launches_per_iter", "arena_bytes",
             "lower_bound_bytes", "saved_pct", "max_rel_diff", "check_rel_diff", "val_loss"}
 
 

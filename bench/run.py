@@ -102,7 +102,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         result.update(report.device_figures(outcome.stats.get("device_stats", {})))
         result["notes"] = list(result["notes"] or []) + _tvm_notes(outcome.stats)
         result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        result["child_rss_mb"] = child_rss_mb()
+        result["helper_rss_mb"] = helper_rss_mb()
         if outcome.params:
             np.savez(out / "params.npz", **outcome.params)
         if w is not None and w.check_steps:       # after the timed run: caches stay cold
@@ -118,16 +118,32 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
     return result
 
 
-def child_rss_mb() -> float | None:
-    """Peak RSS (MB) of the largest child process that has ended, or None: the OpenCL
-    device's compile helpers (:mod:`autodiff.device.opencl.prejit`; an idle one is ended
-    first, or it would outlive the measurement) and PoCL's linker. Memory outside the
-    process's own peak (``rss_mb``) that the run also used; PyTorch and JAX start none."""
+def helper_rss_mb() -> float | None:
+    """Peak RSS (MB, ``VmHWM``) of the largest of the OpenCL device's idle compile helpers
+    (:mod:`autodiff.device.opencl.prejit`; read, then ended, so none outlives the
+    measurement), or None without one: memory outside the process's own peak
+    (``rss_mb``) that the run also used; PyTorch and JAX start no helper. Not
+    ``RUSAGE_CHILDREN``: a child's ``ru_maxrss`` counts its parent's pages from before its
+    ``exec``, so every subprocess of a large process (PoCL's linker too) reads as large."""
     prejit = sys.modules.get("autodiff.device.opencl.prejit")
-    if prejit is not None:
-        prejit.end_idle()
-    kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return kb / 1024 if kb else None
+    if prejit is None:
+        return None
+    peaks = [x for x in map(vm_hwm_mb, prejit.idle_pids()) if x is not None]
+    prejit.end_idle()
+    return max(peaks) if peaks else None
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    """Process ``pid`` 's peak resident set (``VmHWM`` of ``/proc/<pid>/status``), MB; None
+    where it cannot be read (no such process, no procfs)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _tvm_notes(stats: dict) -> list[str]:

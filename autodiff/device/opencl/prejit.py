@@ -339,6 +339,11 @@ def _end(p: subprocess.Popen) -> None:
             pass
 
 
+def idle_pids() -> list[int]:
+    """Process ids of this process's idle helpers (running, waiting for a program)."""
+    return [p.pid for k, p in _IDLE.items() if k[0] == os.getpid() and p.poll() is None]
+
+
 @atexit.register
 def end_idle() -> None:
     """End this process's idle helpers (at exit; they also end by themselves once this
