@@ -105,8 +105,8 @@ class Body(Dialect):
         loop then holds one call, not the tile's 16-32 epilogue addresses, which LLVM's
         loop strength reduction worked through in every block function)."""
         args = params + [f"const int g{i}" for i in range(3)]
-        q = self.inline if inline else self.noinline
-        return f"static {q} void {body_name(name)}({', '.join(args)})"
+        head = self.kernel if inline else f"static {self.noinline} void"
+        return f"{head} {body_name(name)}({', '.join(args)})"
 
 
 def body_name(kernel: str) -> str:

@@ -37,7 +37,14 @@ def vector_access(widths=(2, 4, 8, 16)) -> str:
     pointers only (:mod:`.rings` copies its int words as floats: a load and a store move
     the bits unchanged; another pointer type would draw clang's incompatible-pointer
     warning). Only for clang-based OpenCL C compilers (``__clang__``: PoCL; the attributes
-    are clang's); others keep their own builtins."""
+    are clang's); others keep their own builtins.
+
+    Args:
+        widths: the vector widths N to define (floats per access).
+
+    Returns:
+        OpenCL C source (typedefs, ``always_inline`` functions, ``#define`` s) for the
+        program's preamble, before any kernel."""
     L = ["#ifdef __clang__"]
     for w in widths:
         u = f"_ad_f{w}u"
