@@ -18,12 +18,18 @@ integer power is ``1 // a ** -b`` (0 unless ``a`` is 1 or -1), as in PyTorch.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from . import dtypes
 from .ir import COMPARE, ELEMENTWISE, Op
 
 F32 = np.float32
+
+
+def _erf():
+    """``scipy.special.erf``, imported at first use: ``scipy.special`` adds ~18 MB to a
+    process's resident memory, and most programs never evaluate ``erf`` on the host."""
+    from scipy import special
+    return special.erf
 
 
 def _sigmoid(x):
@@ -100,7 +106,7 @@ KERNELS = {
     Op.SIN: lambda n: np.sin, Op.COS: lambda n: np.cos, Op.TANH: lambda n: np.tanh,
     Op.SIGMOID: lambda n: _sigmoid,
     Op.RELU: lambda n: _relu,
-    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: special.erf, Op.SIGN: lambda n: _sign,
+    Op.ABS: lambda n: np.abs, Op.ERF: lambda n: _erf(), Op.SIGN: lambda n: _sign,
     Op.CAST: lambda n: lambda x: x,              # the conversion is :func:`kernel`'s
     Op.NOT: lambda n: np.invert,
     Op.ATAN: lambda n: np.arctan, Op.LOG1P: lambda n: np.log1p, Op.EXPM1: lambda n: np.expm1,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from ..graph.tensor import Tensor, default_rng
 
@@ -89,6 +88,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     cdf = lambda x: (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
     u = _rng(generator).uniform(2 * lo - 1, 2 * hi - 1, tensor.shape)
+    from scipy import special            # here: ~18 MB of resident memory, rarely needed
     x = special.erfinv(u) * std * math.sqrt(2.0) + mean
     return _set(tensor, np.clip(x, a, b))
 
