@@ -11,7 +11,8 @@ With several thread counts (``--threads 1,all``) every pair runs once per count,
 machine's fp32 ceilings (:mod:`bench.peak`) are measured for each count first. With
 ``--repeat n`` every pair runs n times, in rounds (all pairs, then all again), and the
 table shows each pair's median run: on a machine shared with other jobs one run's ratio
-can move by 10-50%.
+can move by 10-50%. Its peak RSS is the largest of the n runs' (the first run after a
+change compiles on a cold cache and is the largest).
 """
 from __future__ import annotations
 
@@ -204,20 +205,40 @@ def run_pair(workload: str, system, steps, threads: int, timeout: float,
     return row, params
 
 
+#: MB by which the runs' peak RSS must differ for a row's notes to give their range (a run
+#: that built its OpenCL program from source, on a cold PoCL cache, carries PoCL's kernel
+#: library: ~130 MB more than one that found the program in the cache)
+RSS_SPREAD_MB = 10.0
+
+
 def median_run(done: list[tuple[dict, dict]]) -> tuple[dict, dict]:
     """Of one pair's runs ``[(row, params)]`` (``--repeat``), the run with the median
     ``step_ms`` among those that finished (the lower middle one of an even count), with
     ``repeat_ms`` and ``repeat_cpus``, every finished run's ``step_ms`` and the CPUs it was
     pinned to, in run order, and a note giving their range; the last run when none
-    finished. A single run is returned as it is."""
+    finished. A single run is returned as it is.
+
+    A peak is a peak: ``rss_mb`` and ``helper_rss_mb`` are the largest of the finished
+    runs' (each run's in ``repeat_rss_mb`` / ``repeat_helper_rss_mb``), not the median
+    run's, so that a run which compiled on a cold cache is never hidden by a faster warm
+    one; a note gives the range when the runs differ by more than
+    :data:`RSS_SPREAD_MB`."""
     ok = [(r, p) for r, p in done if r.get("status") == "ok" and r.get("step_ms")]
     if len(done) == 1 or not ok:
         return done[-1]
     row, p = sorted(ok, key=lambda rp: rp[0]["step_ms"])[(len(ok) - 1) // 2]
     times = [r["step_ms"] for r, _ in ok]
     row = dict(row, repeat_ms=times, repeat_cpus=[r.get("cpus") for r, _ in ok])
-    row["notes"] = list(row.get("notes", [])) + [
-        f"median of {len(ok)} runs ({report._ms(min(times))}-{report._ms(max(times))} ms)"]
+    notes = [f"median of {len(ok)} runs ({report._ms(min(times))}-{report._ms(max(times))} ms)"]
+    for key in ("rss_mb", "helper_rss_mb"):         # a peak is the largest of the runs
+        vals = [r[key] for r, _ in ok if r.get(key) is not None]
+        if vals:
+            row[key] = max(vals)
+            row["repeat_" + key] = [r.get(key) for r, _ in ok]
+    rss = row.get("repeat_rss_mb") or []
+    if rss and None not in rss and max(rss) - min(rss) > RSS_SPREAD_MB:
+        notes.append(f"peak RSS {min(rss):.0f}-{max(rss):.0f} MB over the runs")
+    row["notes"] = list(row.get("notes", [])) + notes
     return row, p
 
 

@@ -163,9 +163,11 @@ def test_w1_runs_on_every_installed_system(tmp_path):
 
 def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_path):
     """``--repeat 3``: every pair runs three times, all pairs once per round; the table
-    keeps each pair's median run (its row and its parameters), listing every run's time."""
+    keeps each pair's median run (its row and its parameters), listing every run's time,
+    and the largest of the runs' peak RSS."""
     from bench import run as R
     order, times = [], {"autodiff:numpy": [3.0, 1.0, 2.0], "torch-eager": [5.0, 4.0, 6.0]}
+    rss = {"autodiff:numpy": [280.0, 150.0, 148.0], "torch-eager": [330.0, 331.0, 333.0]}
 
     def fake_pair(name, system, steps, threads, timeout, warm):
         order.append(system.name)
@@ -173,7 +175,8 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
         ms = times[system.name][k]
         p = {"end": {"w": np.full(2, ms, np.float32)}}
         return {"workload": name, "system": system.name, "peer": system.peer, "cpus": [k % 2],
-                "status": "ok", "step_ms": ms, "total_s": 1.0, "steps": 3}, p
+                "status": "ok", "step_ms": ms, "total_s": 1.0, "steps": 3,
+                "rss_mb": rss[system.name][k]}, p
     monkeypatch.setattr(R, "run_pair", fake_pair)
     monkeypatch.setattr(R.peak, "measure", lambda n, cpus, env: {})
     out = tmp_path / "r.json"
@@ -185,6 +188,12 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
     assert rows["autodiff:numpy"]["repeat_ms"] == [3.0, 1.0, 2.0]
     assert rows["autodiff:numpy"]["repeat_cpus"] == [[0], [1], [0]]
     assert "median of 3 runs (1-3 ms)" in rows["autodiff:numpy"]["notes"]
+    # a peak is the largest of the runs (the first, which compiled cold), with the range
+    assert rows["autodiff:numpy"]["rss_mb"] == 280.0
+    assert rows["autodiff:numpy"]["repeat_rss_mb"] == [280.0, 150.0, 148.0]
+    assert "peak RSS 148-280 MB over the runs" in rows["autodiff:numpy"]["notes"]
+    assert rows["torch-eager"]["rss_mb"] == 333.0
+    assert not any("peak RSS" in n for n in rows["torch-eager"]["notes"])
     # the kept run's parameters are the ones compared: 2.0 against 5.0
     np.testing.assert_allclose(rows["torch-eager"]["max_rel_diff"], 1.5, rtol=1e-6)
     with pytest.raises(SystemExit):
