@@ -103,6 +103,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         result.update(report.device_figures(outcome.stats.get("device_stats", {})))
         result["notes"] = list(result["notes"] or []) + _tvm_notes(outcome.stats)
         result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["rss_now_mb"] = rss_parts_mb()
         result["helper_rss_mb"] = helper_rss_mb()
         if outcome.params:
             np.savez(out / "params.npz", **outcome.params)
@@ -132,6 +133,24 @@ def helper_rss_mb() -> float | None:
     peaks = [x for x in map(vm_hwm_mb, prejit.idle_pids()) if x is not None]
     prejit.end_idle()
     return max(peaks) if peaks else None
+
+
+def rss_parts_mb(pid: int | str = "self") -> dict:
+    """Process ``pid`` 's resident set now, MB, by kind (``/proc/<pid>/status``:
+    ``anon`` heap and anonymous mappings, ``file`` mapped files such as shared libraries,
+    ``shmem``); ``{}`` without procfs. Kept in the JSON beside the peak (``rss_mb``), to
+    tell which kind a larger peak comes from."""
+    keys = {"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k = keys.get(line.split(None, 1)[0]) if line.strip() else None
+                if k:
+                    out[k] = int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return {}
+    return out
 
 
 def vm_hwm_mb(pid: int) -> float | None:

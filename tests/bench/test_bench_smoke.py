@@ -200,6 +200,20 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
         R.main(["--repeat", "0", "--workloads", "W1"])
 
 
+def test_rss_parts_add_up_to_this_process_resident_set():
+    """``rss_parts_mb`` splits the resident set by kind: the parts are positive where a
+    Python process has them (a heap, mapped libraries) and add up to ``VmRSS``."""
+    from bench.run import rss_parts_mb
+    a = np.ones(16 << 20, np.uint8)            # 16 MB of heap touched
+    parts = rss_parts_mb()
+    with open("/proc/self/status") as f:
+        rss = next(int(x.split()[1]) for x in f if x.startswith("VmRSS:")) / 1024
+    assert parts["anon"] >= 16 and parts["file"] > 0
+    np.testing.assert_allclose(sum(parts.values()), rss, atol=1.0)
+    assert rss_parts_mb(2 ** 31) == {}          # no such process
+    del a
+
+
 def test_vm_hwm_reads_a_running_process_peak():
     """``vm_hwm_mb`` (how the helpers' RSS is read): a child that touched 300 MB reads at
     least that and well under 1 GB, though this process may be larger; a process that
