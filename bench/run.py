@@ -102,7 +102,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
                             if flops and figs["step_ms"] else None)
         result.update(report.device_figures(outcome.stats.get("device_stats", {})))
         result["notes"] = list(result["notes"] or []) + _tvm_notes(outcome.stats)
-        result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["rss_mb"] = own_peak_rss_mb()
         result["rss_now_mb"] = rss_parts_mb()
         result["helper_rss_mb"] = helper_rss_mb()
         if outcome.params:
@@ -115,7 +115,7 @@ def child(workload: str, system_name: str, steps: int | None, out: Path,
         result["status"] = f"missing: {type(e).__name__}: {e}"
     except Exception as e:                               # reported in the table
         result["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
-    result.setdefault("rss_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    result.setdefault("rss_mb", own_peak_rss_mb())
     (out / "result.json").write_text(json.dumps(result))
     return result
 
@@ -133,6 +133,20 @@ def helper_rss_mb() -> float | None:
     peaks = [x for x in map(vm_hwm_mb, prejit.idle_pids()) if x is not None]
     prejit.end_idle()
     return max(peaks) if peaks else None
+
+
+def own_peak_rss_mb() -> float:
+    """This process's peak resident set, MB: ``VmHWM``, the high-water mark of its own
+    address space since its ``exec``. Not ``getrusage(RUSAGE_SELF).ru_maxrss``: Linux
+    carries the address space it had before ``exec`` into that figure, and a pair's
+    subprocess starts as a (v)fork of the bench's parent, so ``ru_maxrss`` read at least
+    the parent's resident set at that moment -- which grows over the rounds as the parent
+    keeps every run's final parameters (a W1 run whose own peak is 148 MB read 148, 167,
+    212 MB in the three rounds of a quick bench). ``ru_maxrss`` only where there is no
+    procfs."""
+    own = vm_hwm_mb(os.getpid())
+    return own if own is not None else \
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def rss_parts_mb(pid: int | str = "self") -> dict:
@@ -254,6 +268,8 @@ def median_run(done: list[tuple[dict, dict]]) -> tuple[dict, dict]:
         if vals:
             row[key] = max(vals)
             row["repeat_" + key] = [r.get(key) for r, _ in ok]
+    if any(r.get("rss_now_mb") for r, _ in ok):
+        row["repeat_rss_now_mb"] = [r.get("rss_now_mb") for r, _ in ok]
     rss = row.get("repeat_rss_mb") or []
     if rss and None not in rss and max(rss) - min(rss) > RSS_SPREAD_MB:
         notes.append(f"peak RSS {min(rss):.0f}-{max(rss):.0f} MB over the runs")

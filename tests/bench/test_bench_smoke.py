@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,6 +199,24 @@ def test_repeated_pairs_run_in_rounds_and_keep_the_median_run(monkeypatch, tmp_p
     np.testing.assert_allclose(rows["torch-eager"]["max_rel_diff"], 1.5, rtol=1e-6)
     with pytest.raises(SystemExit):
         R.main(["--repeat", "0", "--workloads", "W1"])
+
+
+def test_a_pair_subprocess_peak_is_its_own_not_its_parents():
+    """A subprocess of a process holding 300 MB: ``getrusage``'s ``ru_maxrss`` counts the
+    parent's pages from before ``exec`` (the bench read its growing parent into small
+    runs' peaks); ``own_peak_rss_mb`` reads the child's own, well under that."""
+    import subprocess
+    import sys
+    held = np.ones(300 << 20, np.uint8)         # the parent's 300 MB, touched
+    code = ("import resource\nfrom bench.run import own_peak_rss_mb\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "
+            "own_peak_rss_mb())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    inherited, own = float(out[0]), float(out[1])
+    assert inherited >= 300                     # the pitfall this guards against
+    assert 5 < own < 200
+    del held
 
 
 def test_rss_parts_add_up_to_this_process_resident_set():
