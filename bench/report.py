@@ -363,8 +363,9 @@ JAX jit 0.35 ms, PyTorch eager 3.5 ms, torch.compile 1.7 ms (after 24 s of compi
 W3 PyTorch eager 22 ms, torch.compile 29 ms, JAX 35 ms. The original project on PoCL:
 W1 1.25 ms per step, W2 68 s in all. The aim is to beat the best peer on every workload."""
 
-METHOD = """- Every (workload, system) pair runs in its own subprocess (clean peak RSS, no
-  cross-talk; with `--repeat`, the largest of the runs' peaks), pinned with `sched_setaffinity` to the idlest CPU(s), with
+METHOD = """- Every (workload, system) pair runs in its own subprocess (clean peak RSS: its own
+  `VmHWM`; with `--repeat`, the largest of the runs' peaks; no cross-talk), pinned with
+  `sched_setaffinity` to the idlest CPU(s), with
   `OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `POCL_MAX_PTHREAD_COUNT` set
   to the thread count (JAX's XLA CPU runtime ignores its thread flags; pinning binds it).
 - Same initial parameters (numpy generator, seed 0) and data in every system; the model
