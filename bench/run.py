@@ -11,8 +11,8 @@ With several thread counts (``--threads 1,all``) every pair runs once per count,
 machine's fp32 ceilings (:mod:`bench.peak`) are measured for each count first. With
 ``--repeat n`` every pair runs n times, in rounds (all pairs, then all again), and the
 table shows each pair's median run: on a machine shared with other jobs one run's ratio
-can move by 10-50%. Its peak RSS is the largest of the n runs' (the first run after a
-change compiles on a cold cache and is the largest).
+can move by 10-50%. Its peak RSS is the largest of the n runs' (a run that compiles on a
+cold cache is the largest: with ``--quick``'s warm caches, the first one after a change).
 """
 from __future__ import annotations
 
@@ -154,30 +154,29 @@ def rss_parts_mb(pid: int | str = "self") -> dict:
     ``anon`` heap and anonymous mappings, ``file`` mapped files such as shared libraries,
     ``shmem``); ``{}`` without procfs. Kept in the JSON beside the peak (``rss_mb``), to
     tell which kind a larger peak comes from."""
-    keys = {"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                k = keys.get(line.split(None, 1)[0]) if line.strip() else None
-                if k:
-                    out[k] = int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        return {}
-    return out
+    got = _status_mb(pid, ("RssAnon", "RssFile", "RssShmem"))
+    return {k[3:].lower(): v for k, v in got.items()}
 
 
 def vm_hwm_mb(pid: int) -> float | None:
     """Process ``pid`` 's peak resident set (``VmHWM`` of ``/proc/<pid>/status``), MB; None
     where it cannot be read (no such process, no procfs)."""
+    return _status_mb(pid, ("VmHWM",)).get("VmHWM")
+
+
+def _status_mb(pid: int | str, fields: tuple) -> dict:
+    """``{field: MB}`` of the kB ``fields`` of ``/proc/<pid>/status`` found there; ``{}``
+    where the file cannot be read (no such process, no procfs)."""
+    out = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+                name, _, rest = line.partition(":")
+                if name in fields:
+                    out[name] = int(rest.split()[0]) / 1024
     except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return {}
+    return out
 
 
 def _tvm_notes(stats: dict) -> list[str]:
