@@ -8,7 +8,9 @@ epilogue and the vector loads of a reduction. Comparisons produce bool registers
 loaded, cast and computed on is :mod:`.dtypes`.
 
 A few ops render as calls to ``_ad_*`` functions that each device defines: ``_ad_log``,
-``_ad_pow``, ``_ad_erf``, ``_ad_tanh``, ``_ad_max``/``_ad_min`` (numpy's NaN propagation).
+``_ad_pow``, ``_ad_erf``, ``_ad_tanh``, ``_ad_sin``/``_ad_cos`` (PoCL's vector ``sin`` and
+``cos`` are wrong in small lanes next to a huge one), ``_ad_max``/``_ad_min`` (numpy's NaN
+propagation).
 The OpenCL device defines them as inline code (:mod:`autodiff.device.opencl.mathlib`: PoCL's
 builtins are scalar library calls, 10-100x slower than ``exp`` on PoCL 3.1), the CUDA
 device maps them to CUDA's math functions (:data:`autodiff.device.cuda.prelude.MATH`).
@@ -60,8 +62,8 @@ CODE_FOR_OP: dict[Op, Callable[..., str]] = {
     Op.SQRT: lambda w, x: f"sqrt({x})",
     Op.RSQRT: lambda w, x: f"(1.0f/sqrt({x}))",
     Op.RECIP: lambda w, x: f"(1.0f/({x}))",
-    Op.SIN: lambda w, x: f"sin({x})",
-    Op.COS: lambda w, x: f"cos({x})",
+    Op.SIN: lambda w, x: f"_ad_sin({x})",
+    Op.COS: lambda w, x: f"_ad_cos({x})",
     Op.TANH: lambda w, x: f"_ad_tanh({x})",
     Op.SIGMOID: lambda w, x: f"(1.0f/(1.0f+exp(-({x}))))",
     Op.RELU: lambda w, x: f"_ad_max({x}, {const(0.0, w)})",

@@ -40,6 +40,7 @@ MATH = {
     "exp": ("expf", 1), "exp2": ("exp2f", 1), "sqrt": ("sqrtf", 1), "sin": ("sinf", 1),
     "cos": ("cosf", 1), "tanh": ("tanhf", 1), "fabs": ("fabsf", 1), "rint": ("rintf", 1),
     "_ad_log": ("logf", 1), "_ad_erf": ("erff", 1), "_ad_tanh": ("tanhf", 1),
+    "_ad_sin": ("sinf", 1), "_ad_cos": ("cosf", 1),
     "sign": ("_ad_sign1", 1),
     "fmax": ("fmaxf", 2), "fmin": ("fminf", 2), "copysign": ("copysignf", 2),
     "_ad_pow": ("powf", 2), "_ad_max": ("_ad_max1", 2), "_ad_min": ("_ad_min1", 2),

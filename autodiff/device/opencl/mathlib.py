@@ -142,9 +142,39 @@ __attribute__((overloadable)) inline floatW _ad_divs(floatW a, float b) {
 
 DIVS = "".join(_DIVS.replace("floatW", f"float{w}") for w in WIDTHS if w > 1)
 
+#: the smallest argument for which PoCL 3.1's vector ``sin``/``cos`` take their
+#: large-argument (Payne-Hanek) reduction: 2^23
+TRIG_LARGE = 8388608.0
+
+
+def _lanewise(fn: str, w: int) -> str:
+    """``_ad_<fn>`` for ``float<w>``: PoCL's vector ``fn``, unless a lane is at least
+    :data:`TRIG_LARGE` (or infinite), then the scalar ``fn`` lane by lane.
+
+    PoCL 3.1's vector ``sin``, ``cos`` (and ``tan``) send *every* lane through the
+    large-argument reduction when any lane needs it, which is wrong for small lanes:
+    ``sin((float8)(0.0021438f, ..., 1e9f)).s0`` is 0.0085751 (4x the argument). A vector
+    load past the end of an odd-sized tensor puts whatever the arena holds next in the
+    spare lanes, so this struck ordinary inputs (pocl/pocl pull requests 2309 and 2327;
+    measured here: every lane equals the scalar result whenever all lanes are below 2^23,
+    none is guaranteed from 2^23 up). Scalar ``fn`` is within 2 ulp at every float."""
+    if w == 1:                  # and the lane function: one call, not 16 inlined copies
+        return (f"__attribute__((overloadable)) inline float _ad_{fn}(float x) "
+                f"{{ return {fn}(x); }}\n"
+                f"__attribute__((noinline)) float _ad_{fn}_lane(float x) {{ return {fn}(x); }}\n")
+    lanes = ", ".join(f"_ad_{fn}_lane(x.s{i:x})" for i in range(w))
+    return (f"__attribute__((overloadable)) inline float{w} _ad_{fn}(float{w} x) {{\n"
+            f"  if (any(isgreaterequal(fabs(x), (float{w})({TRIG_LARGE!r}f)))) "
+            f"return (float{w})({lanes});\n"
+            f"  return {fn}(x);\n}}\n")
+
+
+SIN = "".join(_lanewise("sin", w) for w in WIDTHS)
+COS = "".join(_lanewise("cos", w) for w in WIDTHS)
+
 #: name used in rendered expressions -> definition to include in the program.
 FUNCS = {"_ad_log": LOG, "_ad_pow": POW, "_ad_erf": ERF, "_ad_max": MAXMIN, "_ad_tanh": TANH,
-         "_ad_divs": DIVS}
+         "_ad_divs": DIVS, "_ad_sin": SIN, "_ad_cos": COS}
 
 
 def _defines(src: str) -> set[str]:
