@@ -202,13 +202,14 @@ class ReduceMixin:
         return t if self.ndim else t.reshape(())
 
     def _argext(self, values, dim: int, keepdim: bool):
-        """Index of the first element equal to ``values`` (keepdim) along ``dim``."""
+        """Index of the first element equal to ``values`` (keepdim) along ``dim``, or of the
+        first NaN (as torch: a NaN is the extreme, and ``amax``/``amin`` give NaN then)."""
         d = self._dim(dim)
         self._nonempty(d, "argmax")
         n = self.shape[d] if self.ndim else 1
         with no_grad():
             rev = self._positions(d, np.arange(n, 0, -1))             # n .. 1
-            hit = rev.where(self == values, 0.0)
+            hit = rev.where((self == values) | (self != self), 0.0)
             first = n - hit.amax(d, keepdim=keepdim)
         return as_index(first)
 

@@ -1,9 +1,6 @@
 """Scans and sorting along one dim, all lowered to existing graph ops.
 
-* ``cumsum``: a product with a constant upper-triangular ones matrix (one ``DOT``; its
-  gradient is the transposed product). Axes above 512 run two-stage: blocks of 256 scanned
-  by the triangular product, then a scan of the block totals added back (tinygrad's split).
-* ``cumprod``, ``cummax``/``cummin``, ``logcumsumexp``: log-depth doubling (Hillis and
+* ``cumsum``, ``cumprod``, ``cummax``/``cummin``, ``logcumsumexp``: log-depth doubling (Hillis and
   Steele, "Data parallel algorithms", 1986): ``ceil(log2 n)`` steps, each combining every
   element with the one ``2**k`` before it (a shifted view padded with the identity).
 * ``sort``/``argsort``/``topk``: Batcher's bitonic sorting network ("Sorting networks and
@@ -28,9 +25,6 @@ from .reduce import as_index
 SortResult = collections.namedtuple("SortResult", ["values", "indices"])
 TopKResult = collections.namedtuple("TopKResult", ["values", "indices"])
 CumResult = collections.namedtuple("CumResult", ["values", "indices"])
-
-_TRI_MAX = 512     # longest axis scanned by one triangular product
-_BLOCK = 256       # block length of the two-stage scan
 
 
 def _or(a, b):
@@ -63,18 +57,15 @@ class ScanMixin:
         return x._cumsum_last()._back(d, self.ndim)
 
     def _cumsum_last(self):
-        n = self.shape[-1]
-        if n <= 1:
-            return self
-        if n <= _TRI_MAX:
-            return self @ self._const(np.triu(np.ones((n, n), np.float32)))
-        c = -(-n // _BLOCK)
-        x = self._wrap(ops.pad(self.node, [(0, 0)] * (self.ndim - 1) + [(0, c * _BLOCK - n)]))
-        blocks = x.reshape(*self.shape[:-1], c, _BLOCK)._cumsum_last()
-        totals = blocks[..., -1]
-        before = totals._cumsum_last() - totals                   # exclusive scan of totals
-        out = (blocks + before.unsqueeze(-1)).reshape(*self.shape[:-1], c * _BLOCK)
-        return out[..., :n]
+        """Doubling with adds: each element sums only elements at or before it, so an
+        ``inf`` or NaN reaches the positions after it alone (a product with a triangular
+        ones matrix, the form before, multiplied it by the zeros above the diagonal:
+        ``cumsum([1, inf, 2])`` was ``[nan, inf, inf]``); integers stay exact."""
+        x, s = self, 1
+        while s < x.shape[-1]:
+            x = x + x._shift(s, 0)
+            s *= 2
+        return x
 
     def cumprod(self, dim: int, *, dtype=None):
         """Running product along ``dim`` (log-depth doubling; exact with zeros)."""
@@ -102,8 +93,8 @@ class ScanMixin:
         s = 1
         while s < n:
             px, pi = x._shift(s, -math.inf), idx._shift(s, -1.0)
-            with no_grad():
-                take = px > x                  # ties keep the later index, as PyTorch
+            with no_grad():                    # ties keep the later index, as PyTorch;
+                take = (px > x) | ((px != px) & (x == x))   # NaN is the extreme
             x, idx = px.where(take, x), pi.where(take, idx)
             s *= 2
         return CumResult((x * sign)._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
@@ -115,7 +106,7 @@ class ScanMixin:
 
     def cummax(self, dim: int):
         """``(values, indices)``: running maximum along ``dim`` and where it was (the last
-        position among ties, as PyTorch)."""
+        position among ties, as PyTorch; from a NaN on, NaN and the last NaN's index)."""
         return self._cumext(dim, 1.0)
 
     def cummin(self, dim: int):
