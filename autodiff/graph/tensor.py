@@ -268,7 +268,9 @@ class Tensor(*MIXINS):
     def _set(self, value: Node) -> "Tensor":
         """Replace this tensor's value by ``value`` (same shape): a variable gets an
         ``ASSIGN``; a traced tensor simply names the new node from here on (out of place:
-        tensors derived from the old value keep it)."""
+        tensors derived from the old value keep it). A view (:meth:`_viewed`: indexing,
+        ``view``, a permutation, ``squeeze``...) then writes its new value back into the
+        tensor it views, as in PyTorch (``x[0].add_(1)`` changes ``x``)."""
         if value.shape != self.shape:
             raise ShapeError("assign", [self.shape, value.shape], user_site())
         if self._var is not None:
@@ -281,7 +283,19 @@ class Tensor(*MIXINS):
             self._node, self._scope = value, TRACER.scope
             self._generation = TRACER.generation
             self.requires_grad = value.requires_grad
+        view = self.__dict__.get("_view_of")
+        if view is not None:
+            base, back = view
+            base._set(ops.cast(back(self).node, base.dtype))
         return self
+
+    def _viewed(self, out: "Tensor", back) -> "Tensor":
+        """Mark ``out`` as a view of this tensor (what PyTorch returns as a view), with
+        ``back(v) -> Tensor``: this tensor's value with the viewed part replaced by ``v``
+        (of ``out``'s shape). An in-place update of ``out`` then reaches this tensor
+        (:meth:`_set`); other views taken before it keep the values they had."""
+        out.__dict__["_view_of"] = (self, back)
+        return out
 
     def copy_(self, src) -> "Tensor":
         return self._set(ops.expand(_node_of(src), self.shape))

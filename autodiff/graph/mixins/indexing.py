@@ -13,7 +13,8 @@ masked writes.
 * ``x[key] = v`` on a traced tensor is *out of place*: ``x`` names a new value from then
   on (``where`` of the old value and ``v`` placed by views or a scatter); tensors taken
   from ``x`` earlier keep the old values (there is no aliasing). On a variable it is an
-  in-place update (an ``ASSIGN``). Duplicate advanced indices add their values (PyTorch
+  in-place update (an ``ASSIGN``). A basic index is a view: an in-place update of it
+  (``x[0].add_(1)``) is written back as ``x[0] = ...`` (``Tensor._viewed``). Duplicate advanced indices add their values (PyTorch
   leaves the result unspecified).
 * ``gather``/``take_along_dim``/``scatter``/``scatter_add``/``scatter_reduce("sum",
   "mean")``/``index_add`` use ``GATHER``/``SCATTER_ADD`` on flat offsets.
@@ -107,9 +108,10 @@ class IndexingMixin:
         if _is_tensor(key) and key.dtype in ("int32", "int64") and self.ndim >= 1:
             return self._take_rows(key)
         key = _expand_key(key, self.ndim)
-        if not any(_is_adv(k) for k in key):
+        if not any(_is_adv(k) for k in key):             # a view, as in PyTorch
             spec, out = _basic(self.shape, key)
-            return self._wrap(ops.reshape(ops.slice_(self.node, spec), out))
+            return self._viewed(self._wrap(ops.reshape(ops.slice_(self.node, spec), out)),
+                                lambda v: self._put(key, v))
         y, key = self._split_key(key)
         if not any(_is_tensor(k) for k in key):
             flat = np.arange(y.numel(), dtype=np.int64).reshape(y.shape)[key]
@@ -366,6 +368,12 @@ class IndexingMixin:
         """``value`` where ``mask`` is nonzero (broadcast), this tensor elsewhere."""
         return self._wrap(ops.where(self._lift(mask), ops.cast(self._lift(value), self.dtype),
                                     self.node))
+
+    def _put(self, key, value):
+        """This tensor's value with ``[key]`` replaced by ``value`` (out of place)."""
+        out = self._wrap(self.node)
+        out[key] = value
+        return out
 
     def __setitem__(self, key, value):
         """``x[key] = value`` (see the module docstring: out of place for traced tensors)."""

@@ -28,10 +28,17 @@ class MovementMixin:
 
     # -- shape ---------------------------------------------------------------------------
     def reshape(self, *shape):
-        """The same elements in row-major order viewed as ``shape`` (one entry may be -1)."""
+        """The same elements in row-major order viewed as ``shape`` (one entry may be -1).
+        Not a view for in-place updates: PyTorch's ``reshape`` is one only for a
+        contiguous tensor, and tensors here carry no strides to tell (:meth:`view` is)."""
         return self._wrap(ops.reshape(self.node, shape_args(shape)))
 
-    view = reshape
+    def view(self, *shape):
+        """:meth:`reshape` as a view: an in-place update of the result reaches this tensor."""
+        return self._reshaped_view(self.reshape(*shape))
+
+    def _reshaped_view(self, out):
+        return self._viewed(out, lambda v: v.reshape(self.shape))
 
     def view_as(self, other):
         return self.reshape(other.shape)
@@ -66,7 +73,7 @@ class MovementMixin:
         if n != self.shape[d]:
             raise ShapeError("unflatten", [self.shape, sizes], user_site(),
                              f"sizes multiply to {n}, dim {d} has {self.shape[d]}")
-        return self.reshape(*self.shape[:d], *sizes, *self.shape[d + 1:])
+        return self._reshaped_view(self.reshape(*self.shape[:d], *sizes, *self.shape[d + 1:]))
 
     def permute(self, *dims):
         """Dims reordered: result dim ``i`` is dim ``dims[i]``."""
@@ -74,7 +81,10 @@ class MovementMixin:
         if len(dims) != self.ndim:
             raise RuntimeError(f"permute(): number of dims {len(dims)} does not match the "
                                f"tensor's {self.ndim}")
-        return self._wrap(ops.permute(self.node, [self._dim(d) for d in dims]))
+        perm = [self._dim(d) for d in dims]
+        inverse = [perm.index(i) for i in range(len(perm))]
+        return self._viewed(self._wrap(ops.permute(self.node, perm)),
+                            lambda v: v.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int):
         """Dims ``dim0`` and ``dim1`` swapped."""
@@ -136,7 +146,7 @@ class MovementMixin:
         d = norm_dim(dim, self.ndim + 1)
         s = list(self.shape)
         s.insert(d, 1)
-        return self.reshape(*s)
+        return self._reshaped_view(self.reshape(*s))
 
     def squeeze(self, dim=None):
         """Size-1 dims removed (all, or those of ``dim``, an int or tuple: a listed dim whose
@@ -147,7 +157,8 @@ class MovementMixin:
             dims = ()
         else:
             dims = norm_dims(dim, self.ndim, self.shape)
-        return self.reshape(*[d for i, d in enumerate(self.shape) if not (i in dims and d == 1)])
+        return self._reshaped_view(
+            self.reshape(*[d for i, d in enumerate(self.shape) if not (i in dims and d == 1)]))
 
     def contiguous(self):
         return self
@@ -172,7 +183,9 @@ class MovementMixin:
         if length < 0 or start + length > n:
             raise RuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension "
                                f"size ({n})")
-        return self._slice_dim(d, start, start + length)
+        key = (slice(None),) * d + (slice(start, start + length),)
+        return self._viewed(self._slice_dim(d, start, start + length),
+                            lambda v: self._put(key, v))
 
     def flip(self, *dims):
         """The order of elements reversed along each of ``dims`` (a view: ``n-1-i``)."""
