@@ -441,7 +441,7 @@ def nll_loss(input: Tensor, target, weight: Tensor | None = None, size_average=N
     loss, w = _picked(logp, target, weight, ignore_index, "nll_loss")
     if reduction == "none":
         return -loss
-    return -loss.sum() if reduction == "sum" else -loss.sum() / w.sum()
+    return -loss.sum() if reduction == "sum" else _weighted_mean(-loss.sum(), w.sum())
 
 
 def cross_entropy(input: Tensor, target, weight: Tensor | None = None, size_average=None,
@@ -500,7 +500,14 @@ def cross_entropy(input: Tensor, target, weight: Tensor | None = None, size_aver
         return loss
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / w.sum()
+    return _weighted_mean(loss.sum(), w.sum())
+
+
+def _weighted_mean(total: Tensor, weight: Tensor) -> Tensor:
+    """``total / weight``; NaN when every target is ignored (``weight`` 0), as PyTorch,
+    but with a zero gradient there (``0 * 1/0`` would carry NaN into every parameter)."""
+    some = weight != 0
+    return (total / weight.where(some, 1.0)).where(some, math.nan)
 
 
 def _reduce(x: Tensor, weight, reduction: str) -> Tensor:

@@ -95,7 +95,9 @@ class ElementwiseMixin:
         """The angle of the point ``(other, self)`` in ``(-pi, pi]`` (``torch.atan2(y, x)``)."""
         x = self._wrap(self._lift(other)) if not hasattr(other, "node") else other
         zero = x == 0
-        a = (self / x.where(mask_not(zero), 1.0)).atan()
+        ratio = self / x.where(mask_not(zero), 1.0)
+        both_inf = mask_and(self.isinf(), x.isinf())      # inf/inf: the diagonal, +-pi/4
+        a = ratio.where(mask_not(both_inf), self.sign() * x.sign()).atan()
         half = self._wrap(ops.const(math.pi / 2, ())).copysign(self)
         pi = self._wrap(ops.const(math.pi, ())).copysign(self)
         on_axis = half.where(self != 0, self)
@@ -191,13 +193,14 @@ class ElementwiseMixin:
     def minimum(self, other): return self._bin(Op.MIN, other)
 
     def fmax(self, other):
-        """``maximum`` that ignores a NaN operand."""
+        """``maximum`` that ignores a NaN operand; at a tie the gradient goes to ``self``
+        (as PyTorch's)."""
         o = other if hasattr(other, "node") else self._wrap(self._lift(other))
-        return self.maximum(o).where(self == self, o).where(o == o, self)
+        return self.where(mask_or(self >= o, o != o), o)
 
     def fmin(self, other):
         o = other if hasattr(other, "node") else self._wrap(self._lift(other))
-        return self.minimum(o).where(self == self, o).where(o == o, self)
+        return self.where(mask_or(self <= o, o != o), o)
 
     def fmod(self, other):
         """``a - trunc(a / b) * b``: the remainder with the sign of ``a`` (C's ``fmod``).
@@ -234,16 +237,16 @@ class ElementwiseMixin:
     def clamp(self, min=None, max=None):
         """``min(max(x, min), max)``; bounds may be tensors. The gradient reaches ``x``
         where ``min <= x <= max`` (bounds included, as in PyTorch) and a tensor bound
-        where it is the result."""
+        where it is the result. A NaN bound gives NaN (PyTorch)."""
         if min is None and max is None:
             raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
         out = self
         if min is not None:
             lo = min if hasattr(min, "node") else self._wrap(self._lift(min))
-            out = lo.where(out < lo, out)
+            out = lo.where(out < lo, out).where(lo == lo, math.nan)   # no gradient there
         if max is not None:
             hi = max if hasattr(max, "node") else self._wrap(self._lift(max))
-            out = hi.where(out > hi, out)
+            out = hi.where(out > hi, out).where(hi == hi, math.nan)
         return out
 
     clip = clamp
@@ -275,10 +278,12 @@ class ElementwiseMixin:
         return out.where(self != math.inf, float(posinf)).where(self != -math.inf, float(neginf))
 
     def isclose(self, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
-        """``|a - b| <= atol + rtol |b|`` or ``a == b`` (infinities), NaN equal to NaN only
-        with ``equal_nan``."""
+        """``|a - b| <= atol + rtol |b|`` for finite values, ``a == b`` (an infinity is
+        close only to itself), NaN equal to NaN only with ``equal_nan``."""
         o = other if hasattr(other, "node") else self._wrap(self._lift(other))
-        close = mask_or((self - o).abs() <= (o.abs() * rtol + atol), self == o)
+        near = mask_and((self - o).abs() <= (o.abs() * rtol + atol),
+                        mask_and(self.isfinite(), o.isfinite()))
+        close = mask_or(near, self == o)
         if equal_nan:
             close = mask_or(close, mask_and(self.isnan(), o.isnan()))
         return close

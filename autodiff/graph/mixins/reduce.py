@@ -79,8 +79,11 @@ class ReduceMixin:
     @axis_alias
     def std(self, dim=None, unbiased: bool = True, keepdim: bool = False, *,
             correction: int | None = None):
-        """Square root of :meth:`var`."""
-        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+        """Square root of :meth:`var`; where it is 0 the gradient is 0 (PyTorch's), not
+        the NaN of ``sqrt'(0) * 0``."""
+        v = self.var(dim, unbiased, keepdim, correction=correction)
+        pos = v > 0
+        return v.where(pos, 1.0).sqrt().where(pos, v)
 
     @axis_alias
     def var_mean(self, dim=None, unbiased: bool = True, keepdim: bool = False, *,
