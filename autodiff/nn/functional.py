@@ -195,15 +195,30 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
     Raises:
         RuntimeError: ``num_classes`` is -1 for a traced tensor (the class count would
-            depend on the data).
+            depend on the data), or a value of a data tensor is outside
+            ``[0, num_classes)`` (PyTorch's message).
+        autodiff.errors.IndexOutOfRange: (an ``IndexError``, at run time, in the iteration
+            where it happens) a value of a traced tensor is outside ``[0, num_classes)``.
     """
     if num_classes < 0:
         if tensor._var is None:
             raise RuntimeError("one_hot: give num_classes for a traced tensor (the class count "
                                "would depend on its values)")
         num_classes = int(tensor.numpy().max()) + 1 if tensor.numel() else 0
+    elif tensor._var is not None and tensor.numel():
+        v = tensor.numpy()
+        if v.min() < 0:
+            raise RuntimeError("one_hot: Class values must be non-negative.")
+        if v.max() >= num_classes:
+            raise RuntimeError("one_hot: Class values must be smaller than num_classes.")
     hit = tensor.float().unsqueeze(-1) == Tensor._const(np.arange(num_classes, dtype=np.float32))
-    return hit.int()
+    out = hit.int()
+    if tensor._var is None and tensor.dtype in ("int32", "int64") and num_classes:
+        # a checked read of a zero per value: one outside [0, num_classes) stops the run
+        check = _wrap(ops.gather(ops.const(0, (num_classes,), "int32"), tensor.node,
+                                 ("one_hot", None)))
+        out = out + check.unsqueeze(-1)
+    return out
 
 
 # -- layers --------------------------------------------------------------------------------
