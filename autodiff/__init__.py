@@ -65,6 +65,9 @@ METHOD_FUNCTIONS = (
     "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or", "logical_xor",
     "logical_not",
+    # products and extras
+    "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "addmv", "baddbmm",
+    "addbmm", "clone", "nansum", "nanmean", "aminmax", "logit", "diff",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
 )

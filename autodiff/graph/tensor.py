@@ -22,7 +22,7 @@ from . import dtypes, ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
 from .mixins import (CreationMixin, DTypeMixin, ElementwiseMixin, IndexingMixin,
-                     MovementMixin, ReduceMixin, ScanMixin, WindowMixin)
+                     LinalgMixin, MovementMixin, ReduceMixin, ScanMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
 from .mixins.dtype import binary as _promoted_binary, promoted as _promoted
 from .trace import OWNERS, TRACER, no_grad, user_site
@@ -50,7 +50,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
 
 #: the op-family mixins, in method-resolution order (one line to extend)
 MIXINS = (DTypeMixin, CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin,
-          ScanMixin, IndexingMixin, WindowMixin)
+          ScanMixin, IndexingMixin, WindowMixin, LinalgMixin)
 
 
 class Tensor(*MIXINS):

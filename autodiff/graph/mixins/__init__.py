@@ -10,10 +10,11 @@ from .creation import CreationMixin
 from .dtype import DTypeMixin
 from .elementwise import ElementwiseMixin
 from .indexing import IndexingMixin
+from .linalg import LinalgMixin
 from .movement import MovementMixin
 from .reduce import ReduceMixin
 from .scan import ScanMixin
 from .window import WindowMixin
 
-__all__ = ["CreationMixin", "DTypeMixin", "ElementwiseMixin", "IndexingMixin", "MovementMixin",
+__all__ = ["CreationMixin", "DTypeMixin", "ElementwiseMixin", "IndexingMixin", "LinalgMixin", "MovementMixin",
            "ReduceMixin", "ScanMixin", "WindowMixin"]

@@ -202,6 +202,12 @@ class ElementwiseMixin:
         o = other if hasattr(other, "node") else self._wrap(self._lift(other))
         return self.where(mask_or(self <= o, o != o), o)
 
+    def logit(self, eps: float | None = None):
+        """``log(x / (1 - x))``, ``x`` first clamped to ``[eps, 1 - eps]`` when ``eps`` is
+        given (``torch.logit``)."""
+        x = self if eps is None else self.clamp(eps, 1.0 - eps)
+        return (x / (1.0 - x)).log()
+
     def fmod(self, other):
         """``a - trunc(a / b) * b``: the remainder with the sign of ``a`` (C's ``fmod``).
         Gradients: 1 for ``a``, ``-trunc(a / b)`` for ``b``."""

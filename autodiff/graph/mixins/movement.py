@@ -163,6 +163,25 @@ class MovementMixin:
     def contiguous(self):
         return self
 
+    def clone(self, *, memory_format=None):
+        """A copy: the same value, not a view (an in-place update of it leaves this tensor
+        alone); the gradient flows through it as in PyTorch."""
+        return self._wrap(self.node)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None):
+        """``x[i + 1] - x[i]`` along ``dim``, ``n`` times, after ``prepend``/``append`` are
+        concatenated along it (``torch.diff``)."""
+        d = self._dim(dim)
+        x = self
+        if prepend is not None or append is not None:
+            parts = [p if hasattr(p, "node") else self._wrap(self._lift(p))
+                     for p in (prepend, self, append) if p is not None]
+            x = parts[0].cat(*parts[1:], dim=d)
+        for _ in range(n):
+            m = x.shape[d]
+            x = x.narrow(d, 1, m - 1) - x.narrow(d, 0, m - 1) if m > 0 else x
+        return x
+
     # -- slicing -------------------------------------------------------------------------
     def _slice_dim(self, dim: int, start, stop, step: int = 1):
         spec = [(None, None, 1)] * self.ndim

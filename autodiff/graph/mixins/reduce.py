@@ -21,6 +21,7 @@ from ..trace import no_grad, user_site
 from .dims import axis_alias, norm_dim, norm_dims
 
 MaxResult = collections.namedtuple("MaxResult", ["values", "indices"])
+AminmaxResult = collections.namedtuple("AminmaxResult", ["min", "max"])
 
 
 def as_index(t):
@@ -61,6 +62,23 @@ class ReduceMixin:
         n = x._count(dim)
         s = x.sum(dim, keepdim)
         return s * (1.0 / n) if n else s * math.nan
+
+    @axis_alias
+    def nansum(self, dim=None, keepdim: bool = False, *, dtype=None):
+        """:meth:`sum` with NaN counted as 0 (no gradient reaches a NaN)."""
+        x = self._as(dtype)
+        return x.where(x == x, 0.0).sum(dim, keepdim)
+
+    @axis_alias
+    def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None):
+        """Mean of the elements that are not NaN (NaN where all are; the gradient there is
+        0, where PyTorch's is NaN)."""
+        x = self._as(dtype)
+        return x.nansum(dim, keepdim) / (x == x).float().sum(dim, keepdim)
+
+    def aminmax(self, *, dim=None, keepdim: bool = False):
+        """``(min, max)`` over ``dim`` (all elements if None), as ``torch.aminmax``."""
+        return AminmaxResult(self.amin(dim, keepdim), self.amax(dim, keepdim))
 
     @axis_alias
     def var(self, dim=None, unbiased: bool = True, keepdim: bool = False, *,
