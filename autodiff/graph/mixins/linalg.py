@@ -37,37 +37,34 @@ def _scaled_sum(inp, prod, beta, alpha):
     return (inp if beta == 1 else inp * beta) + prod
 
 
+def _product(name: str, a, other, ranks: tuple, dims: tuple):
+    """``a @ other`` after ``name``'s checks: the operands' ``ranks``, and the contracted
+    sizes (dims ``dims`` of each) equal."""
+    b = _operand(a, other)
+    _ranks(name, (a, b), ranks)
+    if name == "bmm" and a.shape[0] != b.shape[0]:
+        raise ShapeError("bmm", [a.shape, b.shape], user_site(),
+                         "batch sizes differ (bmm does not broadcast)")
+    _inner_sizes(name, a, b, *dims)
+    return a @ b
+
+
 class LinalgMixin:
     def mm(self, mat2):
         """``[n, k] @ [k, m]`` (2-D operands only)."""
-        b = _operand(self, mat2)
-        _ranks("mm", (self, b), (2, 2))
-        _inner_sizes("mm", self, b, 1, 0)
-        return self @ b
+        return _product("mm", self, mat2, (2, 2), (1, 0))
 
     def bmm(self, mat2):
         """``[B, n, k] @ [B, k, m]`` (3-D operands, the same batch; no broadcasting)."""
-        b = _operand(self, mat2)
-        _ranks("bmm", (self, b), (3, 3))
-        if self.shape[0] != b.shape[0]:
-            raise ShapeError("bmm", [self.shape, b.shape], user_site(),
-                             "batch sizes differ (bmm does not broadcast)")
-        _inner_sizes("bmm", self, b, 2, 1)
-        return self @ b
+        return _product("bmm", self, mat2, (3, 3), (2, 1))
 
     def mv(self, vec):
         """``[n, k] @ [k]`` -> ``[n]``."""
-        v = _operand(self, vec)
-        _ranks("mv", (self, v), (2, 1))
-        _inner_sizes("mv", self, v, 1, 0)
-        return self @ v
+        return _product("mv", self, vec, (2, 1), (1, 0))
 
     def dot(self, other):
         """Sum of the products of two 1-D tensors of one length (a 0-d tensor)."""
-        o = _operand(self, other)
-        _ranks("dot", (self, o), (1, 1))
-        _inner_sizes("dot", self, o, 0, 0)
-        return self @ o
+        return _product("dot", self, other, (1, 1), (0, 0))
 
     vdot = dot          # real tensors: no conjugate
 
