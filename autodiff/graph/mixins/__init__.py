@@ -16,5 +16,5 @@ from .reduce import ReduceMixin
 from .scan import ScanMixin
 from .window import WindowMixin
 
-__all__ = ["CreationMixin", "DTypeMixin", "ElementwiseMixin", "IndexingMixin", "LinalgMixin", "MovementMixin",
-           "ReduceMixin", "ScanMixin", "WindowMixin"]
+__all__ = ["CreationMixin", "DTypeMixin", "ElementwiseMixin", "IndexingMixin", "LinalgMixin",
+           "MovementMixin", "ReduceMixin", "ScanMixin", "WindowMixin"]

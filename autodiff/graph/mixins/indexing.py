@@ -14,8 +14,8 @@ masked writes.
   on (``where`` of the old value and ``v`` placed by views or a scatter); tensors taken
   from ``x`` earlier keep the old values (there is no aliasing). On a variable it is an
   in-place update (an ``ASSIGN``). A basic index is a view: an in-place update of it
-  (``x[0].add_(1)``) is written back as ``x[0] = ...`` (``Tensor._viewed``). Duplicate advanced indices add their values (PyTorch
-  leaves the result unspecified).
+  (``x[0].add_(1)``) is written back as ``x[0] = ...`` (``Tensor._viewed``). Duplicate
+  advanced indices add their values (PyTorch leaves the result unspecified).
 * ``gather``/``take_along_dim``/``scatter``/``scatter_add``/``scatter_reduce("sum",
   "mean")``/``index_add`` use ``GATHER``/``SCATTER_ADD`` on flat offsets.
   ``scatter_reduce("amax", "amin")`` compares every index with every position of the

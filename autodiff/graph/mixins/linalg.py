@@ -37,12 +37,17 @@ def _scaled_sum(inp, prod, beta, alpha):
     return (inp if beta == 1 else inp * beta) + prod
 
 
-def _product(name: str, a, other, ranks: tuple, dims: tuple):
-    """``a @ other`` after ``name``'s checks: the operands' ``ranks``, and the contracted
-    sizes (dims ``dims`` of each) equal."""
+def _product(name: str, a, other, ranks: tuple, dims: tuple, batch: bool = False):
+    """``a @ other`` after ``name``'s checks: the operands' ``ranks``, the contracted sizes
+    (dims ``dims`` of each) equal, and with ``batch`` the leading (batch) sizes too.
+
+    Raises:
+        RuntimeError: a rank other than ``ranks``; ``ShapeError`` (a ``RuntimeError``):
+            sizes that cannot be multiplied, or batches that differ.
+    """
     b = _operand(a, other)
     _ranks(name, (a, b), ranks)
-    if name == "bmm" and a.shape[0] != b.shape[0]:
+    if batch and a.shape[0] != b.shape[0]:
         raise ShapeError("bmm", [a.shape, b.shape], user_site(),
                          "batch sizes differ (bmm does not broadcast)")
     _inner_sizes(name, a, b, *dims)
@@ -56,7 +61,7 @@ class LinalgMixin:
 
     def bmm(self, mat2):
         """``[B, n, k] @ [B, k, m]`` (3-D operands, the same batch; no broadcasting)."""
-        return _product("bmm", self, mat2, (3, 3), (2, 1))
+        return _product("bmm", self, mat2, (3, 3), (2, 1), batch=True)
 
     def mv(self, vec):
         """``[n, k] @ [k]`` -> ``[n]``."""

@@ -41,9 +41,10 @@ class MovementMixin:
         return self._viewed(out, lambda v: v.reshape(self.shape))
 
     def view_as(self, other):
-        return self.reshape(other.shape)
+        return self.view(other.shape)
 
-    reshape_as = view_as
+    def reshape_as(self, other):
+        return self.reshape(other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         """Dims ``start_dim..end_dim`` (inclusive) merged into one; a 0-d tensor becomes 1-D."""
