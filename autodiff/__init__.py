@@ -67,7 +67,7 @@ METHOD_FUNCTIONS = (
     "logical_not",
     # products and extras
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "addmv", "baddbmm",
-    "addbmm", "clone", "nansum", "nanmean", "aminmax", "logit", "diff",
+    "addbmm", "clone", "nansum", "nanmean", "aminmax", "logit", "diff", "addcmul", "addcdiv",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
 )

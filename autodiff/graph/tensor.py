@@ -362,6 +362,14 @@ class Tensor(*MIXINS):
     def sub(self, o, alpha: float = 1.0):
         return self - (o if alpha == 1 else o * alpha)
 
+    def addcmul(self, tensor1, tensor2, *, value=1):
+        """``self + value * tensor1 * tensor2``."""
+        return self + tensor1 * tensor2 * value
+
+    def addcdiv(self, tensor1, tensor2, *, value=1):
+        """``self + value * tensor1 / tensor2``."""
+        return self + tensor1 / tensor2 * value
+
     def mul(self, o): return self * o
     def div(self, o): return self / o
     def pow(self, o): return self ** o
@@ -372,6 +380,31 @@ class Tensor(*MIXINS):
     def ge(self, o): return self >= o
     def eq(self, o): return self == o
     def ne(self, o): return self != o
+
+
+#: out-of-place methods whose in-place form ``name_`` PyTorch has (``x.clamp_(0, 1)``): the
+#: result is written into the tensor (through a view into its base, :meth:`Tensor._set`)
+INPLACE = ("clamp", "clamp_min", "clamp_max", "clip", "relu", "sigmoid", "tanh", "exp", "exp2",
+           "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "abs", "absolute", "neg",
+           "negative", "sign", "sgn", "pow", "square", "reciprocal", "floor", "ceil", "trunc",
+           "fix", "frac", "round", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+           "asinh", "acosh", "atanh", "erf", "logit", "fmod", "remainder", "atan2", "arctan2",
+           "hypot", "copysign", "lerp", "xlogy", "nan_to_num", "tril", "triu", "masked_fill",
+           "scatter", "scatter_add", "index_add", "floor_divide", "logical_not", "bitwise_not",
+           "addcmul", "addcdiv")
+
+
+def _inplace(name: str):
+    def method(self, *args, **kwargs):
+        return self._set_promoted(getattr(self, name)(*args, **kwargs))
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = (f"In-place :meth:`{name}`: this tensor takes the result (which must "
+                      f"cast to its dtype under PyTorch's rules, else ``RuntimeError``).")
+    return method
+
+
+for _name in INPLACE:
+    setattr(Tensor, _name + "_", _inplace(_name))
 
 
 # -- module-level helpers --------------------------------------------------------------

@@ -63,3 +63,41 @@ def test_advanced_indexing_stays_a_copy():
     x[:, [2]].fill_(9.0)
     ad.execute(device="numpy")
     np.testing.assert_array_equal(x.numpy(), np.arange(6).reshape(2, 3))
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_inplace_variants_match_torch(device):
+    """``clamp_``, ``exp_``, ``masked_fill_``, ``addcmul_``, ``pow_``, ``sigmoid_`` and
+    ``lerp_`` (PyTorch's in-place forms, some on views) with a gradient through them."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1.5, 1.5, (3, 5)).astype(np.float32)
+    w = rng.uniform(-1.0, 1.0, (3, 5)).astype(np.float32)
+
+    updates = [lambda y, W: y[0].clamp_(-0.5, 0.5), lambda y, W: y.t()[1].exp_(),
+               lambda y, W: y.masked_fill_(y > 1.2, 0.25),
+               lambda y, W: y.addcmul_(W, W, value=0.5), lambda y, W: y[2].sigmoid_(),
+               lambda y, W: y[1:].pow_(2), lambda y, W: y.lerp_(W, 0.25)]
+
+    def run(lib):                       # each update on its own copy (torch's version checks)
+        t = lib.tensor(x, requires_grad=True)
+        W = lib.tensor(w)
+        ys = []
+        for u in updates:
+            y = t * 1.0
+            u(y, W)
+            ys.append(y)
+        y = lib.stack(ys)
+        (y * W).sum().backward()
+        return y, t
+
+    y, t = run(ad)
+    ad.execute(device=device)
+    yt, tt = run(torch)
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inplace_variant_refuses_a_cast_torch_refuses():
+    i = ad.tensor(np.arange(3, dtype=np.int32))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i.sqrt_()
