@@ -29,6 +29,15 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _tuple(v, n: int, what: str) -> tuple:
+    """``v`` (an int or ``n`` of them) as ``n`` ints; a negative padding raises
+    PyTorch's ``RuntimeError`` (it would crop the input)."""
+    out = _ints(v, n, what)
+    if "padding" in what and min(out, default=0) < 0:
+        raise RuntimeError(f"negative padding is not supported: {what}={out}")
+    return out
+
+
+def _ints(v, n: int, what: str) -> tuple:
     if isinstance(v, (tuple, list)):
         if len(v) != n:
             raise ValueError(f"{what} must have {n} entries, got {tuple(v)}")

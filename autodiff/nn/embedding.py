@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph.tensor import Tensor, default_rng, where
+from ..graph.tensor import Tensor, default_rng
 from . import functional as F
 from .module import Module, Parameter
 
@@ -67,12 +67,7 @@ class Embedding(Module):
                    scale_grad_by_freq, sparse, _weight=w, _freeze=freeze)
 
     def forward(self, idx) -> Tensor:
-        w = self.weight
-        if self.padding_idx is not None and w.requires_grad:
-            keep = np.ones((self.num_embeddings, 1), bool)
-            keep[self.padding_idx] = False
-            w = where(Tensor(keep), w, w.detach())       # same values, no gradient row
-        return F.embedding(idx, w)
+        return F.embedding(idx, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

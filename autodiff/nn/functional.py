@@ -294,18 +294,28 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
     return x * where(u >= p, 1.0 / (1.0 - p), 0.0)
 
 
-def embedding(idx, weight: Tensor) -> Tensor:
+def embedding(idx, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of ``weight [num, dim]`` picked by int32/int64 ``idx`` (any shape):
     ``[*idx.shape, dim]``.
 
-    An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add).
+    An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add),
+    except into row ``padding_idx`` (negative counts from the end), which gets none.
 
     Raises:
         TypeError: ``idx`` is not int32 or int64.
+        ValueError: ``padding_idx`` outside the rows.
     """
     idx = _tensor(idx, "int64") if not isinstance(idx, Tensor) else idx
     if idx.dtype not in ("int32", "int64"):
         raise TypeError(f"embedding: indices must be int32 or int64, got {idx.dtype}")
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise ValueError("Padding_idx must be within num_embeddings")
+        if weight.requires_grad:
+            keep = np.ones((n, 1), bool)
+            keep[padding_idx % n] = False
+            weight = where(Tensor(keep), weight, weight.detach())   # no gradient row
     return _wrap(ops.gather(weight.node, idx.node))
 
 

@@ -31,6 +31,15 @@ _BIG = float(2 ** 24)
 
 
 def _tuple(v, n: int, what: str) -> tuple:
+    """``v`` (an int or ``n`` of them) as ``n`` ints; a negative padding raises
+    PyTorch's ``RuntimeError`` (it would crop the input)."""
+    out = _ints(v, n, what)
+    if "padding" in what and min(out, default=0) < 0:
+        raise RuntimeError(f"negative padding is not supported: {what}={out}")
+    return out
+
+
+def _ints(v, n: int, what: str) -> tuple:
     if isinstance(v, (tuple, list)):
         if len(v) == 1 and n > 1:
             v = tuple(v) * n
