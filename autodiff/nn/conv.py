@@ -28,21 +28,20 @@ from .padding import pad as _pad
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
+def checked_padding(values: tuple, what: str) -> tuple:
+    """``values``; a negative one in a padding (``what``) raises PyTorch's
+    ``RuntimeError`` (it would crop the input)."""
+    if "padding" in what and min(values, default=0) < 0:
+        raise RuntimeError(f"negative padding is not supported: {what}={values}")
+    return values
+
+
 def _tuple(v, n: int, what: str) -> tuple:
-    """``v`` (an int or ``n`` of them) as ``n`` ints; a negative padding raises
-    PyTorch's ``RuntimeError`` (it would crop the input)."""
-    out = _ints(v, n, what)
-    if "padding" in what and min(out, default=0) < 0:
-        raise RuntimeError(f"negative padding is not supported: {what}={out}")
-    return out
-
-
-def _ints(v, n: int, what: str) -> tuple:
     if isinstance(v, (tuple, list)):
         if len(v) != n:
             raise ValueError(f"{what} must have {n} entries, got {tuple(v)}")
-        return tuple(int(a) for a in v)
-    return (int(v),) * n
+        return checked_padding(tuple(int(a) for a in v), what)
+    return checked_padding((int(v),) * n, what)
 
 
 def _same_pads(kernel, dilation) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ from ..errors import ShapeError
 from ..graph import ops
 from ..graph.tensor import Tensor, _wrap, concat, where
 from ..graph.trace import user_site
+from .conv import checked_padding
 from .module import Module
 from .padding import pad as _pad
 
@@ -31,22 +32,13 @@ _BIG = float(2 ** 24)
 
 
 def _tuple(v, n: int, what: str) -> tuple:
-    """``v`` (an int or ``n`` of them) as ``n`` ints; a negative padding raises
-    PyTorch's ``RuntimeError`` (it would crop the input)."""
-    out = _ints(v, n, what)
-    if "padding" in what and min(out, default=0) < 0:
-        raise RuntimeError(f"negative padding is not supported: {what}={out}")
-    return out
-
-
-def _ints(v, n: int, what: str) -> tuple:
     if isinstance(v, (tuple, list)):
         if len(v) == 1 and n > 1:
             v = tuple(v) * n
         if len(v) != n:
             raise ValueError(f"{what} must be an int or have {n} entries, got {tuple(v)}")
-        return tuple(int(a) for a in v)
-    return (int(v),) * n
+        return checked_padding(tuple(int(a) for a in v), what)
+    return checked_padding((int(v),) * n, what)
 
 
 def _batched(op: str, x: Tensor, nsp: int) -> tuple[Tensor, bool]:
