@@ -130,3 +130,13 @@ def test_fmax_fmin_ties_and_nans(device, op):
     a = np.float32([1.0, 2.0, NAN, 4.0, NAN, -1.5])
     b = np.float32([1.0, 3.0, 1.0, NAN, NAN, -1.5])
     _close(*_both(lambda L, x, y: getattr(x, op)(y), [a, b], device, grad=True))
+
+
+def test_clamp_with_number_bounds_adds_no_nan_guard():
+    """The NaN-bound guard is decided at trace time for a number: ``clamp(0.5, 2.5)`` is
+    two selections, as before the guard (it runs every iteration in gradient clipping)."""
+    ad.reset()
+    x = ad.tensor(np.float32([1.0, 2.0, 3.0])) * 1.0
+    x.clamp(0.5, 2.5)
+    ops = [n.op.name for n in ad.graph.trace.TRACER.root.graph.nodes]
+    assert ops.count("WHERE") == 2, ops

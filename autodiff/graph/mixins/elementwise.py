@@ -247,12 +247,13 @@ class ElementwiseMixin:
         if min is None and max is None:
             raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
         out = self
-        if min is not None:
-            lo = min if hasattr(min, "node") else self._wrap(self._lift(min))
-            out = lo.where(out < lo, out).where(lo == lo, math.nan)   # no gradient there
-        if max is not None:
-            hi = max if hasattr(max, "node") else self._wrap(self._lift(max))
-            out = hi.where(out > hi, out).where(hi == hi, math.nan)
+        for bound, beyond in ((min, lambda o, b: o < b), (max, lambda o, b: o > b)):
+            if bound is None:
+                continue
+            b = bound if hasattr(bound, "node") else self._wrap(self._lift(bound))
+            out = b.where(beyond(out, b), out)
+            if hasattr(bound, "node") or bound != bound:    # a NaN bound: decided here
+                out = out.where(b == b, math.nan)           # for a number; no gradient
         return out
 
     clip = clamp
