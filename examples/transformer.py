@@ -115,7 +115,8 @@ class CharTransformer(nn.Module):
         self.tok_emb = nn.Embedding(vocab, d_model)
         self.pos_emb = nn.Embedding(seq, d_model)
         layer = nn.TransformerEncoderLayer(d_model, nhead, 4 * d_model, dropout,
-                                           activation="gelu", norm_first=True)
+                                           activation="gelu", norm_first=True,
+                                           batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, num_layers)
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab)

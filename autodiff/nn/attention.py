@@ -27,8 +27,8 @@ class MultiheadAttention(Module):
         embed_dim: ``D``. num_heads: ``H``, must divide ``D``.
         dropout: dropout on the attention weights in training mode.
         bias: learn ``in_proj_bias`` and ``out_proj.bias``.
-        batch_first: inputs ``[B, T, D]`` (default here, as the transformer example uses;
-            PyTorch's default is ``False``: ``[T, B, D]``).
+        batch_first: inputs ``[B, T, D]``; ``False`` (the default, as PyTorch's):
+            ``[T, B, D]``.
         seed: seed of the attention-dropout masks (``None``: drawn from the global generator).
 
     Raises:
@@ -36,7 +36,7 @@ class MultiheadAttention(Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 batch_first: bool = True, seed: int | None = None):
+                 batch_first: bool = False, seed: int | None = None):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} must be divisible by num_heads {num_heads}")

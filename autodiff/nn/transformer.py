@@ -59,7 +59,7 @@ class TransformerEncoderLayer(Module):
         dropout: probability for all dropouts (attention weights included).
         activation: ``"relu"``, ``"gelu"`` (exact) or a callable / module.
         layer_norm_eps: LayerNorm ``eps``.
-        batch_first: inputs ``[B, T, D]`` (default here; PyTorch's is ``False``).
+        batch_first: inputs ``[B, T, D]``; ``False`` (the default, as PyTorch's): ``[T, B, D]``.
         norm_first: pre-norm instead of post-norm.
         bias: learn the biases of the linear layers, attention and norms.
 
@@ -68,7 +68,7 @@ class TransformerEncoderLayer(Module):
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
                  dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
-                 batch_first: bool = True, norm_first: bool = False, bias: bool = True):
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                             batch_first=batch_first)

@@ -31,7 +31,7 @@ def run_linear(steps=5, **options):
 def run_transformer(steps=3, **options):
     """A 2-layer encoder with a causal mask, cross-entropy and AdamW (dropout off)."""
     ad.manual_seed(1)
-    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, 0.0), 2)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, 0.0, batch_first=True), 2)
     head = nn.Linear(32, 11)
     adamw = AdamW(enc.parameters() + head.parameters(), lr=3e-3)
     rng = np.random.default_rng(0)

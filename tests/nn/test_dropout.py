@@ -133,7 +133,7 @@ def test_p_zero_one_and_bad_p():
 
 
 def test_attention_dropout_only_in_training():
-    mha = nn.MultiheadAttention(8, 2, dropout=0.5, seed=1)
+    mha = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True, seed=1)
     x = ad.Tensor(np.random.default_rng(0).standard_normal((1, 6, 8)).astype(np.float32))
     _, w_train = mha(x, x, x, average_attn_weights=False)
     mha.eval()

@@ -211,7 +211,8 @@ def test_mse_loss_kept():
 @pytest.mark.parametrize("causal", [False, True])
 def test_multihead_self_attention(causal):
     d, h, b, t = 16, 4, 3, 6
-    ours, theirs = nn.MultiheadAttention(d, h), torch.nn.MultiheadAttention(d, h, batch_first=True)
+    ours = nn.MultiheadAttention(d, h, batch_first=True)
+    theirs = torch.nn.MultiheadAttention(d, h, batch_first=True)
     pa, pt = _pair(ours, theirs, 16)
     mask = torch.nn.Transformer.generate_square_subsequent_mask(t) if causal else None
 
@@ -225,7 +226,7 @@ def test_multihead_self_attention(causal):
 def test_causal_mask_blocks_the_future():
     """Changing later tokens must not change earlier outputs under the causal mask."""
     d, t = 8, 5
-    mha = nn.MultiheadAttention(d, 2)
+    mha = nn.MultiheadAttention(d, 2, batch_first=True)
     x = _rand((1, t, d), 18)
     x2 = x.copy()
     x2[:, 3:] += 1.0
@@ -239,7 +240,8 @@ def test_causal_mask_blocks_the_future():
 
 def test_multihead_cross_attention_masks_and_weights():
     d, h, b, t, s = 12, 3, 2, 4, 7
-    ours, theirs = nn.MultiheadAttention(d, h), torch.nn.MultiheadAttention(d, h, batch_first=True)
+    ours = nn.MultiheadAttention(d, h, batch_first=True)
+    theirs = torch.nn.MultiheadAttention(d, h, batch_first=True)
     pa, pt = _pair(ours, theirs, 19)
     amask = _rand((t, s), 20)                            # additive float mask
     kpm = np.zeros((b, s), bool)
@@ -261,8 +263,9 @@ def test_multihead_cross_attention_masks_and_weights():
 
 def test_multihead_attention_not_batch_first_and_per_head_weights():
     d, h, b, t = 8, 2, 2, 3
-    ours = nn.MultiheadAttention(d, h, batch_first=False)
+    ours = nn.MultiheadAttention(d, h)                  # PyTorch's default: [T, B, D]
     theirs = torch.nn.MultiheadAttention(d, h)
+    assert ours.batch_first is False
     pa, pt = _pair(ours, theirs, 23)
 
     def ref(x):
@@ -306,7 +309,7 @@ def test_scaled_dot_product_attention():
 def test_transformer_encoder_layer(activation, norm_first):
     d, h, ff, b, t = 16, 4, 24, 2, 5
     ours = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation=activation,
-                                      norm_first=norm_first)
+                                      norm_first=norm_first, batch_first=True)
     theirs = torch.nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation=activation,
                                               norm_first=norm_first, batch_first=True)
     assert list(ours.state_dict()) == list(theirs.state_dict())
@@ -316,8 +319,18 @@ def test_transformer_encoder_layer(activation, norm_first):
             [_rand((b, t, d), 29)], ad_params=pa, torch_params=pt)
 
 
+def test_transformer_encoder_layer_default_is_sequence_first():
+    """Defaults as PyTorch's (``batch_first=False``): ``[T, B, D]`` in, the same numbers out."""
+    d, h, ff, b, t = 8, 2, 12, 3, 4
+    ours = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0)
+    theirs = torch.nn.TransformerEncoderLayer(d, h, ff, dropout=0.0)
+    assert ours.self_attn.batch_first is False
+    pa, pt = _pair(ours, theirs, 34)
+    compare(ours, theirs, [_rand((t, b, d), 35)], ad_params=pa, torch_params=pt)
+
+
 def test_transformer_encoder_names_and_independent_layers():
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
     enc = nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(8))
     ref = torch.nn.TransformerEncoder(
         torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 3,
@@ -335,7 +348,8 @@ def test_transformer_encoder_names_and_independent_layers():
 
 
 def test_transformer_encoder_gradients_reach_every_layer():
-    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0,
+                                                           batch_first=True), 2)
     x = ad.Tensor(_rand((2, 3, 8), 30))
     enc(x, is_causal=True).backward(ad.Tensor(_rand((2, 3, 8), 31)))
     grads = {k: p.grad for k, p in enc.named_parameters()}
@@ -346,7 +360,8 @@ def test_transformer_encoder_gradients_reach_every_layer():
 
 def test_multihead_attention_unbatched():
     d, h, t = 8, 2, 5
-    ours, theirs = nn.MultiheadAttention(d, h), torch.nn.MultiheadAttention(d, h, batch_first=True)
+    ours = nn.MultiheadAttention(d, h, batch_first=True)
+    theirs = torch.nn.MultiheadAttention(d, h, batch_first=True)
     pa, pt = _pair(ours, theirs, 32)
     compare(lambda x: ours(x, x, x, need_weights=False)[0],
             lambda x: theirs(x, x, x, need_weights=False)[0], [_rand((t, d), 33)],
@@ -357,7 +372,8 @@ def test_state_dict_moves_to_torch(tmp_path):
     """Our initialisation, saved to .npz and loaded into PyTorch, gives PyTorch's output."""
     ad.manual_seed(3)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0,
-                                                           activation="gelu"), 2)
+                                                           activation="gelu",
+                                                           batch_first=True), 2)
     enc.save(tmp_path / "enc.npz")
     ref = torch.nn.TransformerEncoder(
         torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu",

@@ -81,7 +81,8 @@ def test_encoder_adamw_losses_match_torch(device, norm_first):
         2, enable_nested_tensor=False)
     t_head = torch.nn.Linear(D, C)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, FF, dropout=0.0,
-                                                           norm_first=norm_first), 2)
+                                                           norm_first=norm_first,
+                                                           batch_first=True), 2)
     head = nn.Linear(D, C)
     enc.load_state_dict(t_enc.state_dict())
     head.load_state_dict(t_head.state_dict())
