@@ -191,7 +191,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """``[*tensor.shape, num_classes]`` integer tensor with a 1 at each index.
+    """``[*tensor.shape, num_classes]`` int64 tensor (PyTorch's dtype) with a 1 at each index.
 
     Raises:
         RuntimeError: ``num_classes`` is -1 for a traced tensor (the class count would
@@ -212,10 +212,10 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         if v.max() >= num_classes:
             raise RuntimeError("one_hot: Class values must be smaller than num_classes.")
     hit = tensor.float().unsqueeze(-1) == Tensor._const(np.arange(num_classes, dtype=np.float32))
-    out = hit.int()
+    out = hit.long()
     if tensor._var is None and tensor.dtype in ("int32", "int64") and num_classes:
         # a checked read of a zero per value: one outside [0, num_classes) stops the run
-        check = _wrap(ops.gather(ops.const(0, (num_classes,), "int32"), tensor.node,
+        check = _wrap(ops.gather(ops.const(0, (num_classes,), "int64"), tensor.node,
                                  ("one_hot", None)))
         out = out + check.unsqueeze(-1)
     return out

@@ -136,6 +136,8 @@ def test_one_hot():
     got_auto = F.one_hot(ad.Tensor(idx))
     ref = torch.nn.functional.one_hot(torch.from_numpy(idx).long(), 5)
     ad.execute()
+    assert got.dtype == ad.int64 and got.numpy().dtype == np.int64     # torch's dtype
+    assert F.one_hot(ad.Tensor(idx) * 1, 5).dtype == ad.int64        # traced: checked gather
     np.testing.assert_array_equal(got.numpy(), ref.numpy())
     np.testing.assert_array_equal(got_auto.numpy(), ref.numpy()[..., :4])
     with pytest.raises(RuntimeError, match="num_classes"):
