@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ShapeError
-from . import ops
+from . import grad_state, ops
 from .ir import Graph, IfArg, IndexArg, Node, Op, ScanArg, WhileArg
 from .trace import TRACER, Scope, user_site
 
@@ -45,9 +45,9 @@ class BodyScope(Scope):
     hoist: bool = False
 
 
-def _trace(fn, hoist: bool) -> tuple[BodyScope, object]:
+def _trace(fn, hoist: bool, loop: bool = False) -> tuple[BodyScope, object]:
     """Run ``fn()`` with a new scope open; the scope is closed (also on error)."""
-    scope = BodyScope(Graph(), parent=TRACER.scope, hoist=hoist)
+    scope = BodyScope(Graph(), parent=TRACER.scope, hoist=hoist, loop=loop)
     TRACER.scope = scope
     try:
         out = fn()
@@ -191,14 +191,27 @@ def call_body(fn, key: int, rng: range | None = None, count: int | None = None):
 def trace_if(pred: Node, then_fn, else_fn, site: str) -> list[Node]:
     """Trace an ``IF`` node from functions returning lists of nodes (or None); returns its
     ``RESULT`` nodes. The branches' outputs must agree in number, shape and dtype."""
-    t_scope, t_out = _trace(lambda: list(then_fn() or []), hoist=False)
+    ends = []
+
+    def traced(fn):
+        def run():
+            out = list(fn() or [])
+            ends.append(grad_state.branch_ends(TRACER.scope))
+            return out
+        return run
+
+    t_scope, t_out = _trace(traced(then_fn), hoist=False)
     if else_fn is not None:
-        e_scope, e_out = _trace(lambda: list(else_fn() or []), hoist=False)
+        e_scope, e_out = _trace(traced(else_fn), hoist=False)
     else:
         e_scope, e_out = BodyScope(Graph(), parent=TRACER.scope), []
+        ends.append({})
     if len(t_out) != len(e_out):
         raise TypeError(f"ir_if: the then-branch returns {len(t_out)} values and the "
                         f"else-branch {len(e_out)} (at {site})")
+    grads = grad_state.merge_branches([t_scope, e_scope], ends)    # .grad set in a branch
+    t_out = t_out + [n for _, (n, _) in grads]
+    e_out = e_out + [n for _, (_, n) in grads]
     for k, (a, b) in enumerate(zip(t_out, e_out)):
         if a.shape != b.shape:
             raise ShapeError("ir_if", [a.shape, b.shape], site,
@@ -216,8 +229,11 @@ def trace_if(pred: Node, then_fn, else_fn, site: str) -> list[Node]:
     node = TRACER.emit(Node(Op.IF, (pred,), (), "float32",
                             IfArg(t_scope.graph, e_scope.graph), site, any(rg)))
     _merge_assigned([t_scope, e_scope])
-    return [TRACER.emit(Node(Op.RESULT, (node,), a.shape, a.dtype, k, site, r))
-            for k, (a, r) in enumerate(zip(t_out, rg))]
+    results = [TRACER.emit(Node(Op.RESULT, (node,), a.shape, a.dtype, k, site, r))
+               for k, (a, r) in enumerate(zip(t_out, rg))]
+    for (t, _), r in zip(grads, results[len(results) - len(grads):]):
+        t.grad = _wrap(r)
+    return results[:len(results) - len(grads)]
 
 
 def ir_if(pred, then_fn, else_fn=None):
@@ -324,7 +340,11 @@ def ir_while(cond_fn, body, max_iterations: int | None = None) -> None:
             raise TypeError(f"ir_while: the condition must not have effects, but it traces "
                             f"{n.op.name.lower()} at {n.site} (at {site})")
     c_scope.graph.outputs = [p]
-    b_scope, _ = _trace(lambda: call_body(body, key, count=max_iterations), hoist=False)
+    def run_body():
+        call_body(body, key, count=max_iterations)
+        grad_state.close_loop(TRACER.scope)
+
+    b_scope, _ = _trace(run_body, hoist=False, loop=True)
     TRACER.emit(Node(Op.WHILE, (), (), "float32",
                      WhileArg(c_scope.graph, b_scope.graph,
                               None if max_iterations is None else int(max_iterations), key),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from . import control, dtypes, ops
+from . import control, dtypes, grad_state, ops
 from .ir import FeederSpec, Node, Op, ReceiverSpec
 from .tensor import Tensor, _wrap
 from .trace import TRACER, user_site
@@ -122,6 +122,7 @@ def ir_for(rng, body) -> None:
     key = control.new_key()
     try:
         indexed = control.call_body(body, key, rng)
+        grad_state.close_loop(scope)
     except BaseException:
         TRACER.scope = scope.parent
         raise

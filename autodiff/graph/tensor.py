@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from ..errors import ShapeError
-from . import dtypes, ops
+from . import dtypes, grad_state, ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
 from .mixins import (CreationMixin, DTypeMixin, ElementwiseMixin, IndexingMixin,
@@ -74,7 +74,7 @@ class Tensor(*MIXINS):
 
     def __init__(self, data=None, requires_grad: bool = False, dtype: str | None = None,
                  name: str | None = None, *, _node: Node | None = None):
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         self.name = name
         self._node = _node
         self._var: Variable | None = None
@@ -92,7 +92,26 @@ class Tensor(*MIXINS):
             if TRACER.scope is TRACER.root:
                 TRACER.outputs.add(self)
 
+    @property
+    def grad(self) -> "Tensor | None":
+        """The gradient ``backward()`` accumulated (``None`` before any; state that loops
+        carry and branches merge as in PyTorch: :mod:`autodiff.graph.grad_state`)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        grad_state.note_write(self)
+        self._grad = value
+
     # -- wrapping (used by the mixins) ------------------------------------------------
+    @staticmethod
+    def _of_var(var: Variable) -> "Tensor":
+        """A tensor reading variable ``var`` (not its owner: gradient carries)."""
+        t = Tensor.__new__(Tensor)
+        t._grad, t.name, t._node, t._var, t._scope = None, var.name, None, var, None
+        t._generation, t.requires_grad = TRACER.generation, False
+        return t
+
     @staticmethod
     def _wrap(node: Node) -> "Tensor":
         """A traced tensor holding graph node ``node``."""
@@ -218,8 +237,8 @@ class Tensor(*MIXINS):
 
         A scalar is seeded with 1; any other shape with ones of its shape (the gradient of
         its sum), as the original project did, or with ``gradient`` if given. Calling it
-        twice adds to ``.grad`` like PyTorch. Gradients do not outlive a loop iteration:
-        ``.grad`` set inside an ``ir_for`` body is the current iteration's.
+        twice adds to ``.grad`` like PyTorch, also across ``ir_for`` iterations until
+        something zeroes it (:mod:`autodiff.graph.grad_state`).
 
         Raises:
             RuntimeError: the tensor does not require grad.
@@ -436,11 +455,8 @@ def _accumulate(leaf: Node, g: Node) -> None:
     t = leaf.arg.owner() if leaf.arg.owner is not None else None
     if t is None:
         return
-    if t.grad is not None and t.grad._var is None and TRACER.in_scope(t.grad._scope) \
-            and t.grad._generation == TRACER.generation:
-        t.grad = _wrap(ops.add(t.grad.node, g))
-    else:
-        t.grad = _wrap(g)
+    prev = grad_state.base(t)
+    t.grad = _wrap(g if prev is None else ops.add(prev, g))
     for hook in list(t.__dict__.get("_grad_hooks", {}).values()):
         hook(t)
 

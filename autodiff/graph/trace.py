@@ -63,6 +63,9 @@ class Scope:
     current: dict = field(default_factory=dict)   # Variable -> latest Node in this scope
     ids: set = field(default_factory=set)          # ids of nodes emitted here
     assigned: set = field(default_factory=set)     # Variables assigned here (or nested)
+    loop: bool = False                             # a loop body (``ir_for``, ``ir_while``)
+    grads: dict = field(default_factory=dict)      # first ``.grad`` writes: grad_state
+    carries: dict = field(default_factory=dict)    # gradients carried by this loop: grad_state
 
 
 _generations = itertools.count()
@@ -120,7 +123,7 @@ class Tracer:
 
     # -- loops ----------------------------------------------------------------------
     def open_loop(self) -> Scope:
-        self.scope = Scope(Graph(), parent=self.scope)
+        self.scope = Scope(Graph(), parent=self.scope, loop=True)
         return self.scope
 
     def close_loop(self, body: Scope, rng: range, site: str) -> Node:
