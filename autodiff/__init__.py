@@ -10,6 +10,7 @@ from .errors import (CallbackError, DimError, DistributedError, DTypeError, Feed
                      ReceiverError, ShapeError)
 from .graph import Feeder, Receiver, Tensor, host_callback, ir_for, no_grad, to_networkx
 from .graph.control import checkpoint, ir_if, ir_while, scan
+from .graph.mixins.linalg import cdist
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)
@@ -52,7 +53,7 @@ METHOD_FUNCTIONS = (
     "sum", "mean", "var", "std", "var_mean", "std_mean", "prod", "amax", "amin", "max", "min",
     "argmax", "argmin", "logsumexp", "any", "all", "norm", "count_nonzero", "softmax",
     "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
-    "argsort", "msort", "topk",
+    "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile", "nanquantile",
     # movement
     "reshape", "flatten", "unflatten", "permute", "transpose", "swapaxes", "swapdims",
     "movedim", "moveaxis", "t", "broadcast_to", "squeeze", "unsqueeze", "narrow", "flip",
@@ -60,7 +61,7 @@ METHOD_FUNCTIONS = (
     "diagonal", "diag", "diag_embed", "tril", "triu",
     # indexing
     "index_select", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce",
-    "index_add", "masked_fill",
+    "index_add", "masked_fill", "index_fill", "masked_scatter",
     # dtypes: integer division, bitwise and logical ops
     "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or", "logical_xor",
@@ -68,6 +69,7 @@ METHOD_FUNCTIONS = (
     # products and extras
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "addmv", "baddbmm",
     "addbmm", "clone", "nansum", "nanmean", "aminmax", "logit", "diff", "addcmul", "addcdiv",
+    "kron", "cross",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
 )
@@ -107,7 +109,7 @@ __all__ = ["Tensor", "Feeder", "Receiver", "host_callback", "ir_for", "ir_if", "
            "CallbackError", "DistributedError", "Report",
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
-           "linspace", "eye", "empty", "rand", "meshgrid", "einsum", *METHOD_FUNCTIONS,
+           "linspace", "eye", "empty", "rand", "meshgrid", "einsum", "cdist", *METHOD_FUNCTIONS,
            "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
            "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",
            "get_default_dtype", "finfo", "iinfo"]

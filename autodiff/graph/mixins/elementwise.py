@@ -242,8 +242,8 @@ class ElementwiseMixin:
     # -- clamp --------------------------------------------------------------------------------
     def clamp(self, min=None, max=None):
         """``min(max(x, min), max)``; bounds may be tensors. The gradient reaches ``x``
-        where ``min <= x <= max`` (bounds included, as in PyTorch) and a tensor bound
-        where it is the result. A NaN bound gives NaN (PyTorch)."""
+        where ``min <= x <= max`` (bounds included, as in PyTorch; none where ``x`` is
+        NaN) and a tensor bound where it is the result. A NaN bound gives NaN (PyTorch)."""
         if min is None and max is None:
             raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
         out = self
@@ -254,6 +254,8 @@ class ElementwiseMixin:
             out = b.where(beyond(out, b), out)
             if hasattr(bound, "node") or bound != bound:    # a NaN bound: decided here
                 out = out.where(b == b, math.nan)           # for a number; no gradient
+        if out.requires_grad and self.is_floating_point():  # a NaN x: NaN, no gradient
+            out = out.where(self == self, math.nan)
         return out
 
     clip = clamp

@@ -31,6 +31,7 @@ from ...errors import ShapeError
 from .. import ops
 from ..trace import no_grad, user_site
 from .dims import norm_dim
+from .scan import known_values
 
 _EXACT = 1 << 24        # float32 represents every integer below this exactly
 
@@ -110,8 +111,8 @@ class IndexingMixin:
         key = _expand_key(key, self.ndim)
         if not any(_is_adv(k) for k in key):             # a view, as in PyTorch
             spec, out = _basic(self.shape, key)
-            return self._viewed(self._wrap(ops.reshape(ops.slice_(self.node, spec), out)),
-                                lambda v: self._put(key, v))
+            return self._view(self._wrap(ops.reshape(ops.slice_(self.node, spec), out)),
+                              lambda b, v: b._put(key, v))
         y, key = self._split_key(key)
         if not any(_is_tensor(k) for k in key):
             flat = np.arange(y.numel(), dtype=np.int64).reshape(y.shape)[key]
@@ -368,6 +369,90 @@ class IndexingMixin:
         """``value`` where ``mask`` is nonzero (broadcast), this tensor elsewhere."""
         return self._wrap(ops.where(self._lift(mask), ops.cast(self._lift(value), self.dtype),
                                     self.node))
+
+    def index_fill(self, dim: int, index, value):
+        """A copy with every slice ``index`` (a 0-d or 1-D integer tensor; negative counts
+        from the end) of dim ``dim`` set to ``value`` (a number, or a 0-d tensor, which
+        gets the sum of the gradient of the filled elements), as ``torch.index_fill``:
+        one ``where`` of a mask of the dim (``index`` compared with each position).
+
+        Raises:
+            IndexError: a non-integer ``index``; an index out of range when its values are
+                known while tracing (a traced index out of range fills nothing); ``dim``
+                out of range.
+            RuntimeError: ``index`` of rank > 1; ``value`` a tensor of rank > 0.
+            TypeError: ``index`` not a tensor (PyTorch's too).
+        """
+        d = self._dim(dim)
+        if not _is_tensor(index):
+            raise TypeError(f"index_fill(): index must be a Tensor, got {type(index).__name__}")
+        if index.dtype not in ("int32", "int64"):
+            raise IndexError(f"index_fill_(): Expected dtype int64 for index, got {index.dtype}")
+        if index.ndim > 1:
+            raise RuntimeError(f"index_fill(): Index has to be a vector/scalar, got shape "
+                               f"{list(index.shape)} (traced at {user_site()})")
+        if _is_tensor(value) and value.ndim:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        n = self.shape[d] if self.ndim else 1
+        known = known_values(index)
+        if known is not None and ((known < -n) | (known >= n)).any():
+            bad = int(known[(known < -n) | (known >= n)].reshape(-1)[0])
+            raise IndexError(f"index_fill(): index {bad} is out of bounds for dimension {d} "
+                             f"with size {n} (input shape {list(self.shape)})")
+        shape = [1] * self.ndim
+        if self.ndim:
+            shape[d] = n
+        with no_grad():
+            f = index.float().reshape(-1, 1)
+            f = (f + float(n)).where(f < 0, f)
+            pos = self._const(np.arange(n, dtype=np.float32).reshape(1, n))
+            hit = ((f == pos).float().sum(0) > 0).reshape(shape)
+        return self.masked_fill(hit, value)
+
+    def index_fill_(self, dim: int, index, value):
+        """In-place :meth:`index_fill`."""
+        return self._set_promoted(self.index_fill(dim, index, value))
+
+    def masked_scatter(self, mask, source):
+        """A copy with the elements where ``mask`` (bool, broadcast with this tensor) is
+        true taken from ``source`` in order (row-major; ``torch.masked_scatter``): the
+        running count of the mask (``cumsum``) picks each one with a ``GATHER``, so the
+        gradient of ``source`` is the upstream gradient at the masked positions, in order.
+
+        Raises:
+            RuntimeError: a non-bool mask; ``source`` of another dtype; fewer ``source``
+                elements than true mask elements when the mask is known while tracing (a
+                traced mask asking for more stops the run: ``IndexError``);
+                ``ShapeError`` (a ``RuntimeError``): shapes that do not broadcast.
+        """
+        m = mask if _is_tensor(mask) else self._const(np.asarray(mask))
+        src = source if _is_tensor(source) else self._wrap(self._lift(source))
+        if m.dtype != "bool":
+            raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask "
+                               f"with dtype {m.dtype}")
+        if src.dtype != self.dtype:
+            raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes "
+                               f"but got {self.dtype} and {src.dtype}")
+        shape = ops.broadcast_shape("masked_scatter", self.shape, m.shape)
+        known = known_values(m)
+        need = int(np.broadcast_to(known, shape).sum()) if known is not None else 0
+        if need > src.numel():
+            raise RuntimeError(f"masked_scatter: Number of elements of source < number of "
+                               f"ones in mask ({src.numel()} < {need}; shapes "
+                               f"{list(self.shape)}, {list(m.shape)}, {list(src.shape)})")
+        x, m = self.broadcast_to(shape), m.broadcast_to(shape)
+        if src.numel() == 0:        # one unused element: a true mask element still stops
+            src = src._wrap(ops.const(0, (1,), src.dtype))          # the run (index 1)
+        with no_grad():
+            flat = m.reshape(-1).float()
+            at = (flat.cumsum(0) - 1.0).where(flat > 0, 0.0).int()
+        picked = src.reshape(-1)._gather_flat(at).reshape(shape)
+        return picked.where(m, x)
+
+    def masked_scatter_(self, mask, source):
+        """In-place :meth:`masked_scatter` (``mask`` must broadcast to this shape)."""
+        return self._set_promoted(self.masked_scatter(mask, source))
 
     def _put(self, key, value):
         """This tensor's value with ``[key]`` replaced by ``value`` (out of place)."""

@@ -2,13 +2,23 @@
 the fused ``add*`` forms, as PyTorch defines them: each checks its operands' ranks and
 sizes (PyTorch's ``RuntimeError``, with the user's line) and is one ``DOT`` (or a
 broadcast product for ``outer``), so fusion and the arena treat it as ``matmul``.
+
+``kron`` and ``cross`` are broadcast products of views; :func:`cdist` (a module function,
+as ``torch.cdist``) is a broadcast difference reduced over the feature dim, or for
+``p=2`` with more than 25 rows the ``matmul`` form PyTorch switches to.
 """
 from __future__ import annotations
+
+import math
+import numbers
+import warnings
 
 import numpy as np
 
 from ...errors import ShapeError
-from ..trace import user_site
+from .. import ops
+from ..trace import no_grad, user_site
+from .dims import norm_dim
 
 
 def _operand(t, x):
@@ -108,3 +118,131 @@ class LinalgMixin:
     def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
         """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``."""
         return _scaled_sum(self, _operand(self, batch1).bmm(batch2).sum(0), beta, alpha)
+
+    # -- Kronecker and cross products ----------------------------------------------------
+    def kron(self, other):
+        """The Kronecker product (``torch.kron``): the ranks padded with leading 1s to the
+        larger, ``out[i * b.shape + j] = a[i] * b[j]`` per dim, shape ``a.shape * b.shape``
+        elementwise. Dtypes promote as ``*``."""
+        b = _operand(self, other)
+        nd = max(self.ndim, b.ndim)
+        sa = (1,) * (nd - self.ndim) + tuple(self.shape)
+        sb = (1,) * (nd - b.ndim) + tuple(b.shape)
+        a2 = self.reshape(*[v for s in sa for v in (s, 1)])
+        b2 = b.reshape(*[v for s in sb for v in (1, s)])
+        return (a2 * b2).reshape(*[x * y for x, y in zip(sa, sb)])
+
+    def cross(self, other, dim=None):
+        """The cross product of 3-vectors along ``dim`` (``torch.cross``), the other dims
+        broadcast. ``dim=None`` takes this tensor's first dim of size 3 and warns, as
+        PyTorch 2.13 does (deprecated: its default will become -1).
+
+        Raises:
+            RuntimeError: no dim of size 3 (``dim=None``); ranks that differ; a size other
+                than 3 at ``dim``; ``ShapeError`` (a ``RuntimeError``): other dims that do
+                not broadcast. ``IndexError``: ``dim`` out of range.
+        """
+        b = _operand(self, other)
+        if dim is None:
+            warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\n"
+                          "Please either pass the dim explicitly or simply use "
+                          "torch.linalg.cross.\nThe default value of dim will change to "
+                          "agree with that of linalg.cross in a future release.",
+                          UserWarning, stacklevel=2)
+            dim = next((i for i, n in enumerate(self.shape) if n == 3), None)
+            if dim is None:
+                raise RuntimeError(f"cross: no dimension of size 3 in input (shape "
+                                   f"{list(self.shape)}, traced at {user_site()})")
+        if self.ndim != b.ndim:
+            raise RuntimeError(f"linalg.cross: inputs must have the same number of "
+                               f"dimensions (shapes {list(self.shape)} and {list(b.shape)}, "
+                               f"traced at {user_site()})")
+        d = norm_dim(dim, self.ndim, self.shape)
+        if self.shape[d] != 3 or b.shape[d] != 3:
+            raise RuntimeError(f"linalg.cross: inputs dimension {d} must have length 3. Got "
+                               f"{self.shape[d]} and {b.shape[d]} (shapes "
+                               f"{list(self.shape)} and {list(b.shape)}, traced at "
+                               f"{user_site()})")
+        ops.broadcast_shape("cross", self.shape, b.shape)
+        return self.roll(-1, d) * b.roll(-2, d) - self.roll(-2, d) * b.roll(-1, d)
+
+
+# -- pairwise distances -------------------------------------------------------------------
+_MM_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+             "donot_use_mm_for_euclid_dist")
+
+
+def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary"):
+    """The ``p``-norm distance of every row pair (``torch.cdist``): ``[*B, P, M]`` and
+    ``[*B, R, M]`` (batch dims broadcast) give ``[*B, P, R]``, ``out[.., i, j] =
+    ||x1[.., i, :] - x2[.., j, :]||_p`` for ``p`` >= 0 (0 counts the differing features,
+    ``inf`` is the largest difference). As in PyTorch, ``p=2`` uses
+    ``sqrt(|a|^2 + |b|^2 - 2 a.b)`` (one ``matmul``, clamped at 0) when a side has more than
+    25 rows (``compute_mode="use_mm_for_euclid_dist_if_necessary"``) or always
+    (``"use_mm_for_euclid_dist"``), the direct difference otherwise. Gradients are
+    PyTorch's: 0 where a distance is 0 (or for ``p=0``), and for ``p=inf`` the full
+    gradient to every feature tied for the largest difference.
+
+    Raises:
+        RuntimeError: an operand of rank < 2, a non-floating dtype, dtypes that differ,
+            feature sizes that differ, ``p`` < 0 or NaN; ``ShapeError`` (a
+            ``RuntimeError``): batch dims that do not broadcast. ``ValueError``: an unknown
+            ``compute_mode``.
+    """
+    x2 = _operand(x1, x2)
+    for name, t in (("X1", x1), ("X2", x2)):
+        if t.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: "
+                               f"{t.ndim}D (traced at {user_site()})")
+        if not t.is_floating_point():
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{t.dtype}")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]} (shapes {list(x1.shape)} and "
+                           f"{list(x2.shape)}, traced at {user_site()})")
+    if not isinstance(p, numbers.Real) or not p >= 0:
+        raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
+    if compute_mode not in _MM_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    batch = ops.broadcast_shape("cdist", x1.shape[:-2], x2.shape[:-2])
+    if x1.dtype != x2.dtype:
+        raise RuntimeError(f"cdist: expected scalar type {x1.dtype} but found {x2.dtype} "
+                           f"(X1 and X2 must have one dtype)")
+    if x1.shape[-1] == 0:
+        return x1._wrap(ops.const(0.0, batch + (x1.shape[-2], x2.shape[-2]), x1.dtype))
+    if p == 2 and (compute_mode == _MM_MODES[1] or (
+            compute_mode == _MM_MODES[0] and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
+        sq = ((x1 * x1).sum(-1, keepdim=True) + (x2 * x2).sum(-1).unsqueeze(-2)
+              - (x1 @ x2.mT) * 2.0).clamp_min(0.0)
+        return _root(sq, 0.5)
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)                    # [*B, P, R, M]
+    if p == 0:                  # a count: no gradient, but connected like PyTorch's
+        none = x1._wrap(ops.const(False, (), "bool"))
+        return (diff != 0).to(diff.dtype).sum(-1) + diff.where(none, 0.0).sum(-1)
+    a = diff.abs()
+    if p == 1:
+        return a.sum(-1)
+    if p == 2:
+        return _root((diff * diff).sum(-1), 0.5)
+    if p == math.inf:
+        m = a.amax(-1, keepdim=True).detach()
+        with no_grad():
+            hit = (a == m) & (m < math.inf)
+        z = a.where(hit, 0.0)                  # value m; gradient 1 to every tied feature
+        return (m + (z - z.detach()).sum(-1, keepdim=True)).squeeze(-1)
+    return _root(_power(a, float(p)).sum(-1), 1.0 / float(p))
+
+
+def _power(a, e: float):
+    """``a ** e`` for ``a >= 0``, 0 with gradient 0 where ``a`` is 0."""
+    pos = a > 0
+    return (a.where(pos, 1.0) ** e).where(pos, 0.0)
+
+
+def _root(s, e: float):
+    """``s ** e`` (``sqrt`` for 0.5) of sums ``s >= 0``; 0 with gradient 0 where ``s`` is 0
+    (PyTorch's cdist gradient at a zero distance)."""
+    pos = s > 0
+    safe = s.where(pos, 1.0)
+    return (safe.sqrt() if e == 0.5 else safe ** e).where(pos, 0.0)

@@ -10,7 +10,7 @@ import numbers
 
 from ...errors import ShapeError
 from .. import ops
-from ..trace import user_site
+from ..trace import TRACER, user_site
 from .creation import shape_args
 from .dims import norm_dim, norm_dims
 
@@ -27,6 +27,24 @@ class MovementMixin:
         return norm_dim(d, self.ndim, self.shape)
 
     # -- shape ---------------------------------------------------------------------------
+    def _view(self, out, back):
+        """``out`` marked as a view of this tensor (``Tensor._viewed``), ``back(b, v)``
+        giving ``b`` (this tensor's value in the shape ``out`` was taken from) with the
+        viewed part replaced by ``v``. Shape changes of this tensor in place since then
+        (``t_()``, ``unsqueeze_()``...) are undone for ``back`` and redone after."""
+        stamp = len(self.__dict__.get("_relayouts", ()))
+
+        def write(v):
+            later = self.__dict__.get("_relayouts", [])[stamp:]
+            b = self
+            for _, undo in reversed(later):
+                b = undo(b)
+            new = back(b, v)
+            for redo, _ in later:
+                new = redo(new)
+            return new
+        return self._viewed(out, write)
+
     def reshape(self, *shape):
         """The same elements in row-major order viewed as ``shape`` (one entry may be -1).
         Not a view for in-place updates: PyTorch's ``reshape`` is one only for a
@@ -38,7 +56,7 @@ class MovementMixin:
         return self._reshaped_view(self.reshape(*shape))
 
     def _reshaped_view(self, out):
-        return self._viewed(out, lambda v: v.reshape(self.shape))
+        return self._view(out, lambda b, v: v.reshape(b.shape))
 
     def view_as(self, other):
         return self.view(other.shape)
@@ -84,8 +102,8 @@ class MovementMixin:
                                f"tensor's {self.ndim}")
         perm = [self._dim(d) for d in dims]
         inverse = [perm.index(i) for i in range(len(perm))]
-        return self._viewed(self._wrap(ops.permute(self.node, perm)),
-                            lambda v: v.permute(*inverse))
+        return self._view(self._wrap(ops.permute(self.node, perm)),
+                          lambda b, v: v.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int):
         """Dims ``dim0`` and ``dim1`` swapped."""
@@ -161,6 +179,54 @@ class MovementMixin:
         return self._reshaped_view(
             self.reshape(*[d for i, d in enumerate(self.shape) if not (i in dims and d == 1)]))
 
+    # -- in-place shape changes ------------------------------------------------------------
+    def _relayout_(self, name: str, redo, undo):
+        """This tensor becomes ``redo(self)`` (another shape; ``undo`` maps it back), as
+        PyTorch's in-place view ops: a view of another tensor stays one, and views taken
+        from this tensor before still write back where they viewed.
+
+        Raises:
+            RuntimeError: a tensor made from data (a variable: its shape is fixed here).
+        """
+        if self._var is not None:
+            raise RuntimeError(f"{name}(): autodiff cannot change the shape of a tensor made "
+                               f"from data (shape {list(self.shape)}) in place; use "
+                               f"x = x.{name[:-1]}(...) (traced at {user_site()})")
+        new = redo(self)
+        self._node, self._scope = new.node, TRACER.scope
+        self._generation, self.requires_grad = TRACER.generation, new.requires_grad
+        self.__dict__.setdefault("_relayouts", []).append((redo, undo))
+        view = self.__dict__.get("_view_of")
+        if view is not None:
+            base, back = view
+            self.__dict__["_view_of"] = (base, lambda v: back(undo(v)))
+        return self
+
+    def t_(self):
+        """In-place :meth:`t` (traced tensors only, see :meth:`_relayout_`)."""
+        self.t()                                            # its checks
+        return self._relayout_("t_", lambda x: x.t(), lambda x: x.t())
+
+    def transpose_(self, dim0: int, dim1: int):
+        """In-place :meth:`transpose` (traced tensors only, see :meth:`_relayout_`)."""
+        a, b = self._dim(dim0), self._dim(dim1)
+        swap = lambda x: x.transpose(a, b)                  # noqa: E731
+        return self._relayout_("transpose_", swap, swap)
+
+    swapaxes_ = swapdims_ = transpose_
+
+    def unsqueeze_(self, dim: int):
+        """In-place :meth:`unsqueeze` (traced tensors only, see :meth:`_relayout_`)."""
+        shape, d = self.shape, norm_dim(dim, self.ndim + 1)
+        return self._relayout_("unsqueeze_", lambda x: x.unsqueeze(d),
+                               lambda x: x.reshape(shape))
+
+    def squeeze_(self, dim=None):
+        """In-place :meth:`squeeze` (traced tensors only, see :meth:`_relayout_`)."""
+        shape, out = self.shape, self.squeeze(dim).shape
+        return self._relayout_("squeeze_", lambda x: x.reshape(out),
+                               lambda x: x.reshape(shape))
+
     def contiguous(self):
         return self
 
@@ -204,8 +270,8 @@ class MovementMixin:
             raise RuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension "
                                f"size ({n})")
         key = (slice(None),) * d + (slice(start, start + length),)
-        return self._viewed(self._slice_dim(d, start, start + length),
-                            lambda v: self._put(key, v))
+        return self._view(self._slice_dim(d, start, start + length),
+                          lambda b, v: b._put(key, v))
 
     def flip(self, *dims):
         """The order of elements reversed along each of ``dims`` (a view: ``n-1-i``)."""

@@ -7,6 +7,9 @@
   their applications", 1968) over the dim padded to a power of two with ``+inf``:
   ``log2 n (log2 n + 1) / 2`` compare-exchange stages of views and ``where``. Keys are
   ``(value, original index)`` pairs, so the order is stable (PyTorch's ``stable=True``).
+* ``kthvalue``, ``median``/``nanmedian``, ``quantile``/``nanquantile``: the same network on
+  ``(value, index)`` keys with NaN sorted last (after ``+inf``, as PyTorch), then a
+  ``gather`` of the elements at the selected sorted positions.
 
 Values move through ``where`` selections, so gradients reach exactly the elements the
 result came from (PyTorch's convention for ``sort``, ``cummax`` and ``topk``).
@@ -15,16 +18,20 @@ from __future__ import annotations
 
 import collections
 import math
+import numbers
 
 import numpy as np
 
+from ...errors import TracedValueError
 from .. import ops
-from ..trace import no_grad
+from ..trace import no_grad, user_site
 from .reduce import as_index
 
 SortResult = collections.namedtuple("SortResult", ["values", "indices"])
 TopKResult = collections.namedtuple("TopKResult", ["values", "indices"])
 CumResult = collections.namedtuple("CumResult", ["values", "indices"])
+KthvalueResult = collections.namedtuple("KthvalueResult", ["values", "indices"])
+MedianResult = collections.namedtuple("MedianResult", ["values", "indices"])
 
 
 def _or(a, b):
@@ -130,14 +137,7 @@ class ScanMixin:
         idx = self._const(np.arange(p, dtype=np.float32)).broadcast_to(x.shape[:-1] + (p,))
         if p > n:
             key = key.cat(self._wrap(ops.const(math.inf, x.shape[:-1] + (p - n,))), dim=-1)
-        k = 2
-        while k <= p:
-            key, idx = _compare_exchange(key, idx, k, True)
-            j = k // 4
-            while j >= 1:
-                key, idx = _compare_exchange(key, idx, 2 * j, False)
-                j //= 2
-            k *= 2
+        key, idx = _network(key, idx)
         key, idx = key[..., :n], idx[..., :n]
         values = -key if descending else key
         return SortResult(values._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
@@ -164,6 +164,220 @@ class ScanMixin:
         v, i = self.sort(d, descending=largest)
         return TopKResult(v._slice_dim(d, 0, k) if self.ndim else v,
                           i._slice_dim(d, 0, k) if self.ndim else i)
+
+    # -- order statistics (built on the network above) ------------------------------------
+    def _order(self, dim: int):
+        """``(x, order, nans)`` for the order statistics along ``dim``: ``x`` this tensor
+        with ``dim`` moved last, ``order`` the (float32, no gradient) positions along it
+        that sort ``x`` stably with NaN last (after ``+inf``, as PyTorch's ``sort``), and
+        ``nans`` the number of NaN (keepdim; a zero constant for integers)."""
+        x, _ = self._last(dim)
+        n = x.shape[-1]
+        p = 1 << max(n - 1, 0).bit_length()
+        lead = x.shape[:-1]
+        with no_grad():
+            pos = self._const(np.arange(n, dtype=np.float32)).broadcast_to(x.shape)
+            if x.is_floating_point():
+                isnan = x != x
+                key = x.float().where(x == x, math.inf)
+                tie = pos + isnan.float() * float(p)     # NaN after +inf, in their order
+                nans = isnan.float().sum(-1, keepdim=True)
+            else:
+                key, tie = x.float(), pos
+                nans = self._wrap(ops.const(0.0, lead + (1,)))
+            if p > n:                                   # padding sorts after every NaN
+                key = key.cat(self._wrap(ops.const(math.inf, lead + (p - n,))), dim=-1)
+                pad = self._const(np.arange(2 * p, 3 * p - n, dtype=np.float32))
+                tie = tie.cat(pad.broadcast_to(lead + (p - n,)), dim=-1)
+            _, order = _network(key, tie)
+            order = order[..., :n]
+            order = order - (order >= p).float() * float(p)
+        return x, order, nans
+
+    def _pick(self, x, order, at, dim: int, keepdim: bool):
+        """``(values, indices)`` of the elements of ``x`` (``dim`` moved last) at sorted
+        positions ``at`` (float32, keepdim), ``dim`` put back; the gradient reaches the
+        element picked alone (PyTorch's ``value_selecting_reduction_backward``)."""
+        index = as_index(order.gather(-1, as_index(at)))
+        values = x.gather(-1, index)
+        values, index = values._back(dim, self.ndim), index._back(dim, self.ndim)
+        if not keepdim and self.ndim:
+            values, index = values.squeeze(dim), index.squeeze(dim)
+        return values, index
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False):
+        """``(values, indices)`` of the ``k``-th smallest element (``k`` from 1) along
+        ``dim``, NaN counting as the largest (``torch.kthvalue``); any dtype, integers
+        ordered through float32 (exact below ``2**24``).
+
+        Raises:
+            RuntimeError: ``k`` is not in ``[1, size of dim]``.
+            IndexError: ``dim`` is out of range.
+        """
+        d = self._dim(dim)
+        n = self.shape[d] if self.ndim else 1
+        if not 1 <= k <= n:
+            raise RuntimeError(f"kthvalue(): selected number k out of range for dimension "
+                               f"{d} (k={k}, input shape {list(self.shape)}, traced at "
+                               f"{user_site()})")
+        x, order, _ = self._order(d)
+        at = self._wrap(ops.const(float(k - 1), x.shape[:-1] + (1,)))
+        return KthvalueResult(*self._pick(x, order, at, d, keepdim))
+
+    def _median(self, dim, keepdim: bool, ignore_nan: bool, name: str):
+        """Lower median along ``dim`` (of every element if None); with ``ignore_nan`` of
+        the elements that are not NaN, else NaN where any is (at the first NaN)."""
+        if dim is None:
+            flat = self.reshape(-1)
+            if flat.shape[0] == 0:
+                return self._wrap(ops.const(math.nan, (), self.dtype))
+            with no_grad():
+                v = flat._median(0, False, ignore_nan, name).values
+            return flat._spread(v)
+        d = self._dim(dim)
+        self._nonempty(d, name)
+        x, order, nans = self._order(d)
+        n = float(x.shape[-1])
+        with no_grad():
+            if ignore_nan:                       # lower median of the n - nans others
+                at = ((n - nans - 1.0) * 0.5).floor().maximum(0.0)
+            else:                                # the first NaN where there is one
+                at = (n - nans).where(nans > 0, float((x.shape[-1] - 1) // 2))
+        return MedianResult(*self._pick(x, order, at, d, keepdim))
+
+    def _spread(self, v):
+        """``v`` (0-d, no gradient: one of this 1-D tensor's values) with the gradient
+        shared evenly by every element equal to it, or by the NaN elements if it is NaN
+        (PyTorch's ``evenly_distribute_backward`` for ``median()``)."""
+        if not (self.is_floating_point() and self.requires_grad):
+            return v
+        hit = self == v
+        ties = self.where(hit, -math.inf).amax()       # amax shares among its ties
+        low = self.where(hit, math.inf).amin()         # v == -inf: -inf ties among hits
+        isnan = self != self
+        share = isnan.float().sum().maximum(1.0).reciprocal()
+        nan = (self.where(isnan, 0.0) * share).sum()   # NaN, 1/count to each NaN
+        return nan.where(v != v, low.where(v == -math.inf, ties))
+
+    def median(self, dim=None, keepdim: bool = False):
+        """The lower median (``torch.median``): of every element (``dim=None``: a 0-d
+        tensor, NaN if any is NaN or none; the gradient shared by the elements equal to
+        it), or ``(values, indices)`` along ``dim`` (NaN and its first index where a NaN
+        is; the gradient to the element at the index). Ordered by a stable sort, so of
+        tied elements the index is the one a stable sort puts at the median.
+
+        Raises:
+            IndexError: ``dim`` is out of range, or of size 0.
+        """
+        return self._median(dim, keepdim, False, "median")
+
+    def nanmedian(self, dim=None, keepdim: bool = False):
+        """:meth:`median` of the elements that are not NaN (NaN where all are, index 0)."""
+        return self._median(dim, keepdim, True, "nanmedian")
+
+    def quantile(self, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+        """The ``q``-quantiles along ``dim`` (of every element if None), as
+        ``torch.quantile``: the sorted values at rank ``q * (n - 1)`` combined by
+        ``interpolation`` (``"linear"``, ``"lower"``, ``"higher"``, ``"midpoint"``,
+        ``"nearest"``: halves to even); NaN where a NaN is. ``q`` is a float or a 0-d or
+        1-D tensor of this dtype (its values in ``[0, 1]``; it gets a gradient through the
+        linear weights, as in PyTorch); a 1-D ``q`` adds a first dim of its length.
+
+        Raises:
+            RuntimeError: a non-floating input, an empty input, ``q`` out of ``[0, 1]``
+                (checked when its values are known while tracing), a ``q`` of another dtype
+                or rank > 1, an unknown ``interpolation``.
+            TypeError: ``q`` is neither a number nor a tensor.
+        """
+        return self._quantile(q, dim, keepdim, interpolation, False, "quantile")
+
+    def nanquantile(self, q, dim=None, keepdim: bool = False, *,
+                    interpolation: str = "linear"):
+        """:meth:`quantile` of the elements that are not NaN (NaN where all are)."""
+        return self._quantile(q, dim, keepdim, interpolation, True, "nanquantile")
+
+    def _quantile(self, q, dim, keepdim, interpolation, ignore_nan, name):
+        qt, scalar = self._quantile_args(q, interpolation, name)
+        x = self.reshape(-1) if dim is None else self
+        d = 0 if dim is None else self._dim(dim)
+        xl, order, nans = x._order(d)
+        qt = qt.reshape(*([1] * (xl.ndim - 1)), qt.shape[0])      # [1, .., 1, Q]
+        v = xl.gather(-1, as_index(order))                 # sorted, NaN last
+        last = float(xl.shape[-1] - 1)
+        if ignore_nan:                                     # rank among the others
+            rank = qt * (last - nans)
+            rank = rank.where(rank >= 0, 0.0)
+        else:                                              # the last (NaN) where a NaN is
+            rank = (qt * last).where(nans == 0, last)
+        with no_grad():
+            rounded = {"lower": rank.floor, "higher": rank.ceil, "nearest": rank.round,
+                       "linear": rank.floor, "midpoint": rank.floor}[interpolation]()
+        out = v.gather(-1, as_index(rounded.broadcast_to(rank.shape)))
+        if interpolation in ("linear", "midpoint"):
+            with no_grad():
+                above = as_index(rank.ceil().broadcast_to(rank.shape))
+            w = rank - rounded if interpolation == "linear" else 0.5
+            out = out.lerp(v.gather(-1, above), w)
+        out = out.movedim(-1, 0)                           # [Q, dims kept...]
+        if keepdim:
+            out = out.reshape(out.shape[0], *[1 if dim is None or i == d else s
+                                               for i, s in enumerate(self.shape)])
+        return out.squeeze(0) if scalar else out
+
+    def _quantile_args(self, q, interpolation, name):
+        """``q`` as a 1-D tensor and whether it was a scalar, after PyTorch's checks."""
+        modes = ("linear", "lower", "higher", "midpoint", "nearest")
+        if interpolation not in modes:
+            raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, "
+                               f"midpoint or nearest, but got {interpolation}")
+        if not self.is_floating_point():
+            raise RuntimeError(f"{name}() input tensor must be either float or double dtype, "
+                               f"got {self.dtype}")
+        if self.numel() == 0:
+            raise RuntimeError(f"{name}() input tensor must be non-empty (input shape "
+                               f"{list(self.shape)}, traced at {user_site()})")
+        if isinstance(q, numbers.Real) and not isinstance(q, bool):
+            if not 0 <= q <= 1:
+                raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {q}")
+            qt, scalar = self._wrap(ops.const(float(q), (1,), self.dtype)), True
+        elif hasattr(q, "node"):
+            if q.ndim > 1:
+                raise RuntimeError(f"{name}() q must be a scalar or 1D tensor, got shape "
+                                   f"{list(q.shape)}")
+            if q.dtype != self.dtype:
+                raise RuntimeError(f"{name}() q tensor must be same dtype as the input "
+                                   f"tensor, got {q.dtype} and {self.dtype}")
+            known = known_values(q)
+            if known is not None and not ((known >= 0) & (known <= 1)).all():
+                raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
+            qt, scalar = q.reshape(-1), q.ndim == 0
+        else:
+            raise TypeError(f"{name}() q must be a float or a tensor, got "
+                            f"{type(q).__name__}")
+        return qt, scalar
+
+
+def known_values(t):
+    """The values of tensor ``t`` while tracing if it is a variable whose host value is
+    current (None for a traced tensor), for argument checks that need values."""
+    try:
+        return t._host_value("check", "")
+    except TracedValueError:
+        return None
+
+
+def _network(key, idx):
+    """Batcher's bitonic network over the last dim (a power of two long): ``(key, idx)``
+    pairs sorted ascending, ties in ``key`` ordered by ``idx``."""
+    p, k = key.shape[-1], 2
+    while k <= p:
+        key, idx = _compare_exchange(key, idx, k, True)
+        j = k // 4
+        while j >= 1:
+            key, idx = _compare_exchange(key, idx, 2 * j, False)
+            j //= 2
+        k *= 2
+    return key, idx
 
 
 def _compare_exchange(key, idx, size: int, mirror: bool):
