@@ -7,8 +7,14 @@ the device from the count: no host work per iteration. The optimizer's update re
 ``lr`` variable like any other value, so the usual order (``optimizer.step()`` then
 ``scheduler.step()``) gives PyTorch's sequence of learning rates.
 
-Each schedule is its closed form in the step ``t`` (PyTorch's recursive ``get_lr`` forms
-telescope to these when nothing else changes the learning rate). Construction performs
+Each schedule is its closed form in the step ``t``. PyTorch's schedules that are
+*chainable* (``StepLR``, ``MultiStepLR``, ``ConstantLR``, ``LinearLR``, ``ExponentialLR``,
+``PolynomialLR``, ``CosineAnnealingLR``) compute the next rate from the current one, so a
+rate set by hand (``group["lr"] = 0.003``) or a scheduler state loaded at another step
+carries on; a step here does the same with ``closed(t) * lr / closed(t - 1)`` (about
+``eta_min`` for the cosine, whose trough step adds ``closed(t) - closed(t - 1)`` as
+PyTorch's does). Left alone, the ratio is exactly 1 and the rate is the closed form itself.
+Construction performs
 PyTorch's initial step on the host, so ``get_last_lr()`` is right before anything runs and,
 after ``execute()``, returns the values the loop ended with. To see the learning rate of
 every iteration, hand ``optimizer.param_groups[i]["lr"]`` to a ``Receiver``.
@@ -68,11 +74,16 @@ class LRScheduler:
     Attributes:
         base_lrs: every group's ``initial_lr``.
 
-    Subclasses define :meth:`lr_at`, the learning rate of group ``i`` at step ``t``.
+    Subclasses define :meth:`lr_at`, the learning rate of group ``i`` at step ``t``; a
+    chainable one (PyTorch's ``get_lr`` reads the current rate) sets :attr:`chainable`, and
+    :attr:`offset` when its recursion is about a floor other than 0.
 
     Raises:
         KeyError: resuming without ``initial_lr`` in a group.
     """
+
+    chainable = False
+    offset = 0.0
 
     def __init__(self, optimizer, last_epoch: int = -1):
         self.optimizer = optimizer
@@ -108,7 +119,19 @@ class LRScheduler:
         with no_grad():
             t = self._step_t.add_(1.0) if epoch is None else self._step_t.fill_(float(epoch))
             for i, v in enumerate(self._lrs):
-                v.copy_(self.lr_at(t, i))
+                new = self.lr_at(t, i)
+                if self.chainable and epoch is None:
+                    new = self._chained(v, new, self.lr_at(t - 1.0, i))
+                v.copy_(new)
+
+    def _chained(self, lr, new, prev):
+        """PyTorch's recursive step from the current rate ``lr``: the closed form's change
+        from ``prev`` (step ``t - 1``) to ``new``, as a ratio about :attr:`offset`, or added
+        where ``prev`` is at the offset (the ratio's 0/0)."""
+        o = self.offset
+        at_floor = prev == o
+        ratio = (lr - o) / where(at_floor, 1.0, prev - o)
+        return where(at_floor, lr + (new - prev), (new - o) * ratio + o)
 
     @property
     def last_epoch(self) -> int:
@@ -187,6 +210,8 @@ class MultiplicativeLR(LambdaLR):
 class StepLR(LRScheduler):
     """``base_lr * gamma ** floor(t / step_size)``."""
 
+    chainable = True
+
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         self.step_size, self.gamma = int(step_size), float(gamma)
         super().__init__(optimizer, last_epoch)
@@ -198,6 +223,8 @@ class StepLR(LRScheduler):
 class MultiStepLR(LRScheduler):
     """``base_lr * gamma ** (number of milestones <= t)`` (repeated milestones count
     repeatedly, as in PyTorch)."""
+
+    chainable = True
 
     def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
         self.milestones, self.gamma = sorted(int(m) for m in milestones), float(gamma)
@@ -213,6 +240,8 @@ class MultiStepLR(LRScheduler):
 class ConstantLR(LRScheduler):
     """``base_lr * factor`` before step ``total_iters``, ``base_lr`` after."""
 
+    chainable = True
+
     def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
                  last_epoch: int = -1):
         if not 0 <= factor <= 1:
@@ -227,6 +256,8 @@ class ConstantLR(LRScheduler):
 class LinearLR(LRScheduler):
     """``base_lr * (start + (end - start) * min(t, total_iters) / total_iters)``: a linear
     warmup (or decay) over ``total_iters`` steps."""
+
+    chainable = True
 
     def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
                  total_iters: int = 5, last_epoch: int = -1):
@@ -248,6 +279,8 @@ class LinearLR(LRScheduler):
 class ExponentialLR(LRScheduler):
     """``base_lr * gamma ** t``."""
 
+    chainable = True
+
     def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
         self.gamma = float(gamma)
         super().__init__(optimizer, last_epoch)
@@ -258,6 +291,8 @@ class ExponentialLR(LRScheduler):
 
 class PolynomialLR(LRScheduler):
     """``base_lr * (1 - min(t, total_iters) / total_iters) ** power``."""
+
+    chainable = True
 
     def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0,
                  last_epoch: int = -1):
@@ -273,9 +308,15 @@ class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base_lr - eta_min) * (1 + cos(pi * t / T_max)) / 2`` (Loshchilov and
     Hutter, 2017, without restarts; past ``T_max`` it rises again, as PyTorch's)."""
 
+    chainable = True
+
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
         self.T_max, self.eta_min = int(T_max), float(eta_min)
         super().__init__(optimizer, last_epoch)
+
+    @property
+    def offset(self) -> float:
+        return self.eta_min
 
     def lr_at(self, t, i):
         c = _cos(t * (math.pi / self.T_max))

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from ..graph.tensor import Tensor, _as_array, where
-from ..graph.trace import no_grad
+from ..graph.trace import OWNERS, TRACER, no_grad
 
 
 class _ParamState(dict):
@@ -36,6 +36,29 @@ class _ParamState(dict):
         v = {}
         dict.__setitem__(self, k, v)
         return v
+
+
+class ParamGroup(dict):
+    """One of ``optimizer.param_groups``: a dict, where a hyper-parameter a scheduler keeps
+    on the device (a float32 variable: ``lr``, OneCycleLR's momentum) takes a value set
+    here instead of being replaced, as PyTorch's ``group["lr"] = 0.003`` changes the rate
+    the next update uses and the one the scheduler's next step starts from. Set while
+    tracing (in a loop body, or after top-level code that already used it) it is a device
+    assignment at that point of the program; otherwise the variable's host value."""
+
+    def __setitem__(self, key, value) -> None:
+        cur = self.get(key)
+        if key == "params" or not (isinstance(cur, Tensor) and cur._var is not None) \
+                or value is cur or (isinstance(value, Tensor) and value._var is not None):
+            dict.__setitem__(self, key, value)
+            return
+        if TRACER.scope is TRACER.root and cur._var not in TRACER.root.current \
+                and not isinstance(value, Tensor):
+            OWNERS.check(cur._var, write=True)
+            cur._var.value = np.asarray(value, np.float32).reshape(cur.shape)
+            return
+        with no_grad():
+            cur.copy_(value if isinstance(value, Tensor) else float(value))
 
 
 def _scalar(v):
@@ -170,7 +193,7 @@ class Optimizer:
         Raises:
             ValueError: a parameter already in another group. TypeError: a bad parameter.
         """
-        group = dict(param_group)
+        group = ParamGroup(param_group)
         ps = group.get("params")
         ps = [ps] if isinstance(ps, Tensor) else list(ps or ())
         for p in ps:
