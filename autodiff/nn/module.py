@@ -194,8 +194,10 @@ class Module:
         return self._named_members(lambda m: m._parameters.items(), prefix, recurse,
                                    remove_duplicate)
 
-    def parameters(self, recurse: bool = True) -> list:
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+    def parameters(self, recurse: bool = True):
+        """An iterator over the parameters in definition order (PyTorch's: a generator, so
+        ``next(model.parameters())`` works and ``list(...)`` makes a list)."""
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True):
@@ -203,8 +205,9 @@ class Module:
         return self._named_members(lambda m: m._buffers.items(), prefix, recurse,
                                    remove_duplicate)
 
-    def buffers(self, recurse: bool = True) -> list:
-        return [b for _, b in self.named_buffers(recurse=recurse)]
+    def buffers(self, recurse: bool = True):
+        """An iterator over the buffers (PyTorch's: a generator)."""
+        return (b for _, b in self.named_buffers(recurse=recurse))
 
     def apply(self, fn) -> "Module":
         """Call ``fn(module)`` on every child (recursively), then on this module, as
@@ -237,24 +240,51 @@ class Module:
             p.grad = None
 
     def to(self, *args, **kwargs) -> "Module":
-        """Accepted for PyTorch scripts (``model.to(device)``): returns ``self`` unchanged.
-        The device is chosen by :func:`autodiff.execute`; everything is float32.
+        """``model.to(device)`` returns ``self`` (the device is chosen by
+        :func:`autodiff.execute`); ``model.to(dtype)`` casts as :meth:`half` does.
 
         Raises:
-            TypeError: a dtype other than float32 is asked for.
+            TypeError: a dtype other than float32, float16 or bfloat16.
         """
         for a in list(args) + list(kwargs.values()):
-            if type(a).__name__ == "dtype" or isinstance(a, type):
-                try:
-                    ok = np.dtype(str(a).replace("torch.", "")) == np.float32
-                except TypeError:
-                    ok = False
-                if not ok:
-                    raise TypeError(f"Module.to: only float32 modules are supported, got {a}")
+            if type(a).__name__ in ("dtype", "DType") or isinstance(a, type):
+                self._cast(str(a).replace("torch.", "").replace("autodiff.", ""), "to")
+        return self
+
+    def _cast(self, dtype: str, what: str) -> "Module":
+        """Every floating parameter and buffer's value in ``dtype`` (PyTorch's
+        ``Module._apply``; the variables keep their identity, so optimizers and views of
+        them stay bound)."""
+        names = {"float": "float32", "half": "float16", "double": "float64"}
+        dtype = names.get(dtype, dtype)
+        if dtype not in ("float32", "float16", "bfloat16"):
+            raise TypeError(f"Module.{what}: floating parameters can be float32, float16 or "
+                            f"bfloat16 here, not {dtype}")
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t._var is not None and t.dtype.is_floating_point and t.dtype != dtype:
+                OWNERS.check(t._var, write=True)
+                t._var.value = _as_array(t._var.value.astype(np.float32), dtype)
         return self
 
     def float(self) -> "Module":
-        return self
+        """Floating parameters and buffers in float32."""
+        return self._cast("float32", "float")
+
+    def half(self) -> "Module":
+        """Floating parameters and buffers in float16 (inference: optimizers take float32
+        parameters)."""
+        return self._cast("float16", "half")
+
+    def bfloat16(self) -> "Module":
+        """Floating parameters and buffers in bfloat16 (inference, as :meth:`half`)."""
+        return self._cast("bfloat16", "bfloat16")
+
+    def double(self) -> "Module":
+        """Raises TypeError: there is no float64 here."""
+        return self._cast("float64", "double")
+
+    def type(self, dst_type) -> "Module":
+        return self._cast(str(dst_type).replace("torch.", ""), "type")
 
     # -- state ---------------------------------------------------------------------------
     def _state_items(self, prefix: str = ""):
@@ -287,24 +317,31 @@ class Module:
         Returns:
             ``IncompatibleKeys(missing_keys, unexpected_keys)``.
 
+        A BatchNorm's ``num_batches_tracked`` may be absent (checkpoints from before
+        PyTorch had it): it keeps its value and is not reported missing, as in PyTorch.
+
         Raises:
             StateDictError: with ``strict``, names missing or unexpected (a ``KeyError`` and a
                 ``RuntimeError``).
-            ValueError: a shape differs.
+            RuntimeError: a shape differs (PyTorch's "size mismatch" message), before any
+                value is set.
         """
         own = OrderedDict(self._state_items())
-        missing = [k for k in own if k not in state]
+        missing = [k for k in own if k not in state
+                   and not (k.rsplit(".", 1)[-1] == "num_batches_tracked")]
         extra = [k for k in state if k not in own]
         if strict and (missing or extra):
             raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}: "
                                  f"missing {missing}, unexpected {extra}")
-        for k, t in own.items():
-            if k not in state:
-                continue
-            arr = _as_array(state[k], t.dtype)
-            if arr.shape != t.shape:
-                raise ValueError(f"load_state_dict: {k} has shape {list(arr.shape)}, "
-                                 f"expected {list(t.shape)}")
+        arrays = {k: _as_array(state[k], t.dtype) for k, t in own.items() if k in state}
+        bad = [f"size mismatch for {k}: copying a param with shape {list(a.shape)} from "
+               f"checkpoint, the shape in current model is {list(own[k].shape)}."
+               for k, a in arrays.items() if a.shape != own[k].shape]
+        if bad:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(bad))
+        for k, arr in arrays.items():
+            t = own[k]
             if t._var is None:
                 raise RuntimeError(f"load_state_dict: {k} is not a variable")
             OWNERS.check(t._var, write=True)    # a running execute() owns it: raise or wait

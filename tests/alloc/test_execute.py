@@ -33,7 +33,7 @@ def run_transformer(steps=3, **options):
     ad.manual_seed(1)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, 0.0, batch_first=True), 2)
     head = nn.Linear(32, 11)
-    adamw = AdamW(enc.parameters() + head.parameters(), lr=3e-3)
+    adamw = AdamW([*enc.parameters(), *head.parameters()], lr=3e-3)
     rng = np.random.default_rng(0)
     xs = rng.standard_normal((steps, 4, 8, 32)).astype(np.float32)
     ys = rng.integers(0, 11, (steps, 32)).astype(np.int32)
@@ -54,7 +54,7 @@ def run_transformer(steps=3, **options):
     # (the graph interpreter too); the in-place marks come from the "inplace" pass
     report = ad.execute(device="numpy", ir="procedural", passes=["cse", "prune", "inplace"],
                         **options)
-    return np.array(losses), [p.numpy() for p in enc.parameters() + head.parameters()], report
+    return np.array(losses), [p.numpy() for p in [*enc.parameters(), *head.parameters()]], report
 
 
 def assert_identical(a, b):

@@ -74,7 +74,7 @@ def test_gradient_accumulation_steps_every_k(path):
     k = 4
     xs, ys = data(N)
     net, ref = models()
-    params = net.parameters()
+    params = list(net.parameters())
     opt = SGD(params, lr=0.1, momentum=0.5)
     acc = [ad.zeros(*p.shape) for p in params]
     count = ad.zeros(())
@@ -152,7 +152,7 @@ def test_values_and_gradients_flow_through_the_taken_branch(path):
     w2 = torch.randn(2, 2) * 0.5
     w2a = ad.tensor(w2.numpy(), requires_grad=True)
     w2t = w2.clone().requires_grad_(True)
-    opt = SGD(net.parameters() + [w2a], lr=0.05)
+    opt = SGD([*net.parameters(), w2a], lr=0.05)
     X, Y = ad.tensor(xs), ad.tensor(ys)
     losses = []
 

@@ -344,7 +344,7 @@ def test_transformer_encoder_names_and_independent_layers():
     assert w0._var is not w1._var and w0._var.id != w1._var.id
     assert enc.layers[0].dropout.rng.seed != enc.layers[1].dropout.rng.seed
     ids = {p._var.id for p in enc.parameters()}
-    assert len(ids) == len(enc.parameters()) == 3 * 12 + 2
+    assert len(ids) == len(list(enc.parameters())) == 3 * 12 + 2
 
 
 def test_transformer_encoder_gradients_reach_every_layer():

@@ -43,7 +43,7 @@ def _torch_run(t_enc, t_head, xs, ys):
 
 
 def _our_run(enc, head, xs, ys, device):
-    opt = AdamW(enc.parameters() + head.parameters(), lr=LR)
+    opt = AdamW([*enc.parameters(), *head.parameters()], lr=LR)
     loss_fn = nn.CrossEntropyLoss()
     x_it, y_it, losses = iter(xs), iter(ys), []
 

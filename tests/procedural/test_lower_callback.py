@@ -24,7 +24,7 @@ def _bucketed_step(calls=None):
     layers = [Linear(8, 8) for _ in range(3)]
     params = [p for m in layers for p in m.parameters()]
     opt = SGD(params, lr=0.1)
-    buckets = [layers[2].parameters(), layers[0].parameters() + layers[1].parameters()]
+    buckets = [list(layers[2].parameters()), [*layers[0].parameters(), *layers[1].parameters()]]
     feed = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
 
     def host(a):
