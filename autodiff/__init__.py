@@ -62,6 +62,9 @@ METHOD_FUNCTIONS = (
     # indexing
     "index_select", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce",
     "index_add", "masked_fill", "index_fill", "masked_scatter",
+    # arithmetic and comparisons under PyTorch's names (``torch.div`` is below)
+    "add", "sub", "subtract", "mul", "multiply", "divide", "true_divide", "pow", "eq", "ne",
+    "not_equal", "lt", "less", "le", "less_equal", "gt", "greater", "ge", "greater_equal",
     # dtypes: integer division, bitwise and logical ops
     "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or", "logical_xor",
@@ -75,6 +78,10 @@ METHOD_FUNCTIONS = (
 )
 for _name in METHOD_FUNCTIONS:
     globals()[_name] = _fn(_name)
+
+# ``torch.div`` takes ``rounding_mode=``, which ``Tensor.divide`` reads (``Tensor.div`` is ``/``)
+div = _fn("divide")
+div.__name__ = "div"
 
 def is_floating_point(x) -> bool:
     """``torch.is_floating_point``: whether tensor ``x`` has a floating dtype."""
@@ -110,6 +117,7 @@ __all__ = ["Tensor", "Feeder", "Receiver", "host_callback", "ir_for", "ir_if", "
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
            "linspace", "eye", "empty", "rand", "meshgrid", "einsum", "cdist", *METHOD_FUNCTIONS,
+           "div",
            "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
            "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",
            "get_default_dtype", "finfo", "iinfo"]

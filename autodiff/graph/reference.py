@@ -11,7 +11,8 @@ it; the others are tested against that device), so that there is one definition 
 op computes.
 
 Integer semantics: arithmetic wraps at 32 bits; ``//`` and ``%`` floor (Python, PyTorch);
-division by zero gives 0 (PyTorch raises ``ZeroDivisionError``); shifts by a count outside
+division by a zero computed on the device gives 0 (PyTorch raises ``ZeroDivisionError``, as
+tracing does for a zero it knows: a number or a tensor made from data); shifts by a count outside
 ``[0, 32)`` give 0 (``<<``) or the sign (``>>``), as in PyTorch; an integer to a negative
 integer power is ``1 // a ** -b`` (0 unless ``a`` is 1 or -1), as in PyTorch.
 """

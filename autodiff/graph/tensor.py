@@ -390,7 +390,7 @@ class Tensor(*MIXINS):
         return self + tensor1 / tensor2 * value
 
     def mul(self, o): return self * o
-    def div(self, o): return self / o
+    def div(self, o, *, rounding_mode=None): return self.divide(o, rounding_mode=rounding_mode)
     def pow(self, o): return self ** o
     def matmul(self, o): return matmul(self, o)
     def lt(self, o): return self < o
@@ -475,8 +475,16 @@ class _HookHandle:
 
 
 def matmul(a, b) -> Tensor:
-    """``a @ b`` (2-D, batched N-D with broadcast batch dims, or 1-D like numpy)."""
-    return _wrap(ops.dot(_node_of(a), _node_of(b)))
+    """``a @ b`` (2-D, batched N-D with broadcast batch dims, or 1-D like numpy).
+
+    Raises:
+        RuntimeError: operands of different dtypes (PyTorch does not promote them:
+            :func:`autodiff.graph.mixins.linalg.check_same_dtype`).
+    """
+    from .mixins.linalg import check_same_dtype
+    x, y = _node_of(a), _node_of(b)
+    check_same_dtype(x, y)
+    return _wrap(ops.dot(x, y))
 
 
 def where(condition, input, other) -> Tensor:

@@ -378,7 +378,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             continue
         a = Tensor(_resample_matrix(n, o, mode, bool(align_corners), sc))     # [o, n]
         moved = x.transpose(dim, -1)
-        x = (moved @ a.T).transpose(dim, -1)
+        if moved.dtype != "float32":                  # 16-bit: weights applied in float32
+            x = (moved.float() @ a.T).to(x.dtype).transpose(dim, -1)
+        else:
+            x = (moved @ a.T).transpose(dim, -1)
     return x
 
 

@@ -52,14 +52,24 @@ def check_tables(device: str, table: str | None = None) -> None:
 
 
 def check_division_by_zero(device: str) -> None:
-    """Integer // and % by 0 give 0 (never a trap), as on the numpy device."""
+    """Integer // and % by a zero computed on the device give 0 (never a trap), as on the
+    numpy device (a zero known while tracing raises, as PyTorch's ZeroDivisionError)."""
     x = ad.tensor(np.array([5, -5, 0, -2**31], np.int32))
-    z = ad.tensor(np.zeros(4, np.int32))
+    z = ad.tensor(np.zeros(4, np.int32)) * 1
     m = ad.tensor(np.full(4, -1, np.int32))
-    outs = [x // z, x % z, x // m, x % m, x.long() // 0]
+    outs = [x // z, x % z, x // m, x % m, x.long() // z.long()]
     ad.execute(device=device)
     got = [o.numpy().tolist() for o in outs]
     assert got == [[0] * 4, [0] * 4, [-5, 5, 0, -2**31], [0] * 4, [0] * 4]
+
+
+def check_int_min_constant(device: str) -> None:
+    """The int32 minimum as a constant (C reads ``-2147483648`` as a 64-bit literal)."""
+    x = ad.tensor(np.array([5, -5, 3, 7], np.int32))
+    outs = [x.where(x > 1, -2**31), x.clamp(min=-2**31) * 1, x.long().where(x < 0, -2**31)]
+    ad.execute(device=device)
+    assert [o.numpy().tolist() for o in outs] == [[5, -2**31, 3, 7], [5, -5, 3, 7],
+                                                   [-2**31, -5, -2**31, -2**31]]
 
 
 def check_feeders(device: str) -> None:

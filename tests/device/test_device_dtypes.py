@@ -8,6 +8,7 @@ import importlib.util
 import pytest
 from backends import opencl_missing
 from dtype_device_cases import (TABLES, check_division_by_zero, check_feeders,
+                                check_int_min_constant,
                                 check_gradients, check_tables)
 
 
@@ -31,6 +32,10 @@ def test_every_dtype_table(dev, table):
 
 def test_integer_division_by_zero_gives_zero_without_trapping(dev):
     check_division_by_zero(dev)
+
+
+def test_int32_minimum_constant(dev):
+    check_int_min_constant(dev)
 
 
 def test_feeders_and_receivers_of_every_dtype(dev):

@@ -174,3 +174,15 @@ def test_errors():
         F.interpolate(x, size=3, align_corners=True)
     with pytest.raises(ad.ShapeError, match="divisible"):
         F.pixel_shuffle(x, 2)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_interpolate_keeps_a_16_bit_dtype(mode):
+    """Torch keeps float16 (the weights apply in float32); a 16-bit input met a float32
+    weight matrix and raised (products of two dtypes are refused, as torch's)."""
+    x = np.random.default_rng(3).standard_normal((1, 2, 3, 5)).astype(np.float16)
+    y = F.interpolate(ad.tensor(x), scale_factor=2, mode=mode)
+    ad.execute()
+    ref = TF.interpolate(torch.tensor(x), scale_factor=2, mode=mode)
+    assert y.dtype == ad.float16
+    np.testing.assert_allclose(y.numpy().astype(np.float32), ref.float().numpy(), atol=2e-3)

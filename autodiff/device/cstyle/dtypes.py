@@ -95,7 +95,8 @@ def const(value, dtype: str, w: int = 1) -> str | None:
     """C literal of an integer or bool constant (None for floats: :func:`.render.const`)."""
     if CTYPE[dtype] != "int":
         return None
-    s = str(int(value))
+    v = int(value)
+    s = "(-2147483647-1)" if v == -2**31 else str(v)    # -2147483648 is a 64-bit literal in C
     return s if w == 1 else f"(({ctype(dtype, w)})({s}))"
 
 

@@ -53,24 +53,64 @@ def promoted(*xs, dtype=None) -> tuple[str, list[Node]]:
                 for x in xs]
 
 
-def binary(op: Op, a, b):
+def known_values(t) -> np.ndarray | None:
+    """The values of operand ``t`` while tracing, if they are known: a numpy array or
+    number as it is, a tensor made from data (a variable) whose host value is current (not
+    inside an ``ir_for`` body, not assigned by the program being traced); else None (a
+    traced tensor's values exist only when the program runs)."""
+    from ..trace import TRACER
+    if isinstance(t, np.ndarray) or dtypes.is_scalar(t):
+        return np.asarray(t)
+    var = getattr(t, "_var", None)
+    if var is None or TRACER.scope is not TRACER.root or var in TRACER.root.assigned:
+        return None
+    return var.value
+
+
+def check_divisor(name: str, dt, a, b) -> None:
+    """PyTorch's ``RuntimeError: ZeroDivisionError`` for an integer division (``//``,
+    ``%``, ``fmod``, ``div`` with a rounding mode; result dtype ``dt``) of ``a`` by ``b``
+    where ``b`` holds a 0 that is known while tracing: a Python/numpy number or array, or
+    a tensor made from data. A traced divisor's values exist only on the device, where an
+    integer division by 0 gives 0 (:mod:`autodiff.graph.reference`), unchecked."""
+    if not dtypes.is_integral(dt):             # bool: the op rejects it (PyTorch too)
+        return
+    if any(0 in tuple(getattr(x, "shape", ())) for x in (a, b)):
+        return                                        # no element is divided
+    v = known_values(b)
+    if v is not None and v.size and not np.all(v):
+        raise RuntimeError(f"ZeroDivisionError: {name}: integer division by zero (a "
+                           f"divisor of {dtypes.name(dt)} values holds 0; traced at "
+                           f"{ops.user_site()})")
+
+
+#: the torch op name a ZeroDivisionError names, per integer-division graph op
+_DIVISION = {Op.FLOORDIV: "floor_divide", Op.MOD: "remainder"}
+
+
+def binary(op: Op, a, b, name: str | None = None):
     """``op(a, b)`` on promoted operands, as a Tensor.
 
     Raises:
         DTypeError: ``-`` with a bool operand (PyTorch rejects it whatever the other is),
             or the op on the promoted dtype (:func:`autodiff.graph.ops.result_dtype`).
+        RuntimeError: ``ZeroDivisionError``, an integer ``//`` or ``%`` by a divisor
+            holding 0 known while tracing (:func:`check_divisor`; ``name`` is the op it
+            names).
     """
     if op is Op.SUB and any(isinstance(x, (bool, np.bool_)) or getattr(x, "dtype", None) ==
                             "bool" for x in (a, b)):
         raise ops.DTypeError(f"sub: subtraction with a bool tensor is not supported, use ~ "
                              f"or logical_not (traced at {ops.user_site()})")
     dt, (x, y) = promoted(a, b)
+    if op in _DIVISION:
+        check_divisor(name or _DIVISION[op], dt, a, b)
     if dt in ("float16", "bfloat16") and (
             (op is Op.MUL and (dtypes.is_scalar(a) or dtypes.is_scalar(b)))
-            or (op is Op.DIV and dtypes.is_scalar(b))):
-        # PyTorch's CPU kernels multiply and divide 16-bit floats by a Python scalar in
-        # float32 without rounding the scalar to the tensor's dtype; + - ** and
-        # comparisons round it first (as above)
+            or (op in (Op.DIV, Op.FLOORDIV) and dtypes.is_scalar(b))):
+        # PyTorch's CPU kernels multiply, divide and floor-divide 16-bit floats by a
+        # Python scalar in float32 without rounding the scalar to the tensor's dtype;
+        # + - ** % and comparisons round it first (as above)
         _, (x, y) = promoted(a, b, dtype="float32")
         return _tensor_cls()(_node=ops.cast(ops.binary(op, x, y), dt))
     return _tensor_cls()(_node=ops.binary(op, x, y))
@@ -166,19 +206,36 @@ class DTypeMixin:
 
     def floor_divide(self, o):
         """``x // o``: ``floor(x / o)`` (integer division rounds toward -inf, as in
-        Python and PyTorch; an integer divisor of 0 gives 0 where PyTorch raises)."""
-        return self // o
+        Python and PyTorch).
+
+        Raises:
+            RuntimeError: ``ZeroDivisionError``, as PyTorch, for an integer division by a
+                0 known while tracing (a number, or a tensor made from data); a traced
+                integer divisor's zeros give 0 on the device instead.
+        """
+        return binary(Op.FLOORDIV, self, o, "floor_divide")
 
     def remainder(self, o):
-        """``x % o``: the remainder with the sign of ``o`` (Python, ``torch.remainder``)."""
-        return self % o
+        """``x % o``: the remainder with the sign of ``o`` (Python, ``torch.remainder``).
+
+        Raises:
+            RuntimeError: ``ZeroDivisionError`` as :meth:`floor_divide` (a traced integer
+                divisor's zeros give 0).
+        """
+        return binary(Op.MOD, self, o, "remainder")
 
     def fmod(self, o):
         """C's ``fmod``, the remainder with the sign of ``x``, exactly: on floats
         ``sign(x) * (|x| % |o|)`` (the remainder of positive values has no rounding), on
         integers ``x % o`` minus ``o`` where the signs differ. Gradients: 1 for ``x``,
-        ``-trunc(x / o)`` for ``o``."""
+        ``-trunc(x / o)`` for ``o``.
+
+        Raises:
+            RuntimeError: ``ZeroDivisionError`` as :meth:`floor_divide` (a traced integer
+                divisor's zeros give 0).
+        """
         dt = dtypes.result_type(self, o)
+        check_divisor("fmod", dt, self, o)
         x, o = self.to(dt), o.to(dt) if isinstance(o, DTypeMixin) else o
         if dt.is_floating_point:
             r = x.abs() % (o.abs() if isinstance(o, DTypeMixin) else abs(o))

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+import ml_dtypes
 
-from .. import ops
+from .. import dtypes, ops
 from ..ir import Op
 from ..trace import no_grad
-from .dtype import binary, promoted
+from .dtype import binary, check_divisor, promoted
 
 _LN2 = math.log(2.0)
 _BIG = 8388608.0          # 2**23: every float32 of at least this magnitude is an integer
-_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def mask_or(a, b):
@@ -92,15 +91,24 @@ class ElementwiseMixin:
         return ((1.0 - self) / (1.0 + self)).sqrt().atan() * 2.0
 
     def atan2(self, other):
-        """The angle of the point ``(other, self)`` in ``(-pi, pi]`` (``torch.atan2(y, x)``)."""
-        x = self._wrap(self._lift(other)) if not hasattr(other, "node") else other
+        """The angle of the point ``(other, self)`` in ``(-pi, pi]`` (``torch.atan2(y, x)``).
+        The result dtype is PyTorch's: the operands' promoted dtype
+        (``torch.result_type``), the default float (float32) if that is integral or bool;
+        float16/bfloat16 results are computed in float32 and rounded once."""
+        dt = dtypes.result_type(self, other)
+        if not dt.is_floating_point:
+            dt = dtypes.float32
+        if dt != "float32":
+            return self.float().atan2(other.float() if hasattr(other, "node") else other).to(dt)
+        y = self.float()
+        x = other.float() if hasattr(other, "node") else self._wrap(self._lift(other)).float()
         zero = x == 0
-        ratio = self / x.where(mask_not(zero), 1.0)
-        both_inf = mask_and(self.isinf(), x.isinf())      # inf/inf: the diagonal, +-pi/4
-        a = ratio.where(mask_not(both_inf), self.sign() * x.sign()).atan()
-        half = self._wrap(ops.const(math.pi / 2, ())).copysign(self)
-        pi = self._wrap(ops.const(math.pi, ())).copysign(self)
-        on_axis = half.where(self != 0, self)
+        ratio = y / x.where(mask_not(zero), 1.0)
+        both_inf = mask_and(y.isinf(), x.isinf())         # inf/inf: the diagonal, +-pi/4
+        a = ratio.where(mask_not(both_inf), y.sign() * x.sign()).atan()
+        half = self._wrap(ops.const(math.pi / 2, ())).copysign(y)
+        pi = self._wrap(ops.const(math.pi, ())).copysign(y)
+        on_axis = half.where(y != 0, y)
         return on_axis.where(zero, (a + pi).where(x < 0, a))
 
     arcsin, arccos, arctan2 = asin, acos, atan2
@@ -239,6 +247,67 @@ class ElementwiseMixin:
         o = other if hasattr(other, "node") else self._wrap(self._lift(other))
         return (self * o.log()).where(self != 0, 0.0).where(o == o, o)
 
+    # -- division with a rounding mode, and PyTorch's other names for the operators ---------
+    def divide(self, other, *, rounding_mode: str | None = None):
+        """``torch.div``/``torch.divide``: true division (``rounding_mode=None``; integers
+        give the default float), or the quotient rounded toward zero (``"trunc"``) or
+        toward -inf (``"floor"``, ``floor_divide``), keeping the promoted dtype as PyTorch
+        does (a 16-bit float quotient is rounded to its dtype, then truncated).
+
+        Raises:
+            RuntimeError: an unknown ``rounding_mode``, or ``ZeroDivisionError`` for an
+                integer division with a rounding mode by a 0 known while tracing (a number,
+                or a tensor made from data); a traced integer divisor's zeros give 0 on
+                the device instead.
+        """
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode == "floor":
+            return binary(Op.FLOORDIV, self, other, "div")
+        if rounding_mode != "trunc":
+            raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                               f"'floor' but found '{rounding_mode}'")
+        dt = dtypes.result_type(self, other)
+        check_divisor("div", dt, self, other)
+        if dt.is_floating_point:
+            if dt != "float32" and getattr(other, "ndim", 0) == 0:
+                # PyTorch's kernel divides 16-bit floats by a scalar (a number, a 0-d
+                # tensor) in float32 and truncates before rounding to the dtype
+                o = other.float() if hasattr(other, "node") else other
+                return (self.float() / o).trunc().to(dt)
+            _, (x, o) = promoted(self, other)  # else the quotient in dt, then truncated
+            return self._wrap(ops.binary(Op.DIV, x, o)).trunc()
+        x = self.to(dt)
+        o = other.to(dt) if hasattr(other, "node") else self._wrap(self._lift(other)).to(dt)
+        q, r = x // o, x % o                   # floor; toward zero where the signs differ
+        return q + (mask_and(r != 0, (x < 0) ^ (o < 0))).to(dt)
+
+    def true_divide(self, other):
+        """``self / other`` (``torch.true_divide``, an alias of ``div``)."""
+        return self / other
+
+    def multiply(self, other): return self * other
+
+    def subtract(self, other, *, alpha=1):
+        """``self - alpha * other`` (``torch.subtract``, an alias of ``sub``)."""
+        return self.sub(other, alpha)
+
+    def greater(self, other): return self > other
+    def greater_equal(self, other): return self >= other
+    def less(self, other): return self < other
+    def less_equal(self, other): return self <= other
+    def not_equal(self, other): return self != other
+
+    def divide_(self, other, *, rounding_mode: str | None = None):
+        """In-place :meth:`divide`."""
+        return self._set_promoted(self.divide(other, rounding_mode=rounding_mode))
+
+    def true_divide_(self, other): return self._set_promoted(self / other)
+    def multiply_(self, other): return self._set_promoted(self * other)
+
+    def subtract_(self, other, *, alpha=1):
+        return self._set_promoted(self.sub(other, alpha))
+
     # -- clamp --------------------------------------------------------------------------------
     def clamp(self, min=None, max=None):
         """``min(max(x, min), max)``; bounds may be tensors. The gradient reaches ``x``
@@ -280,9 +349,14 @@ class ElementwiseMixin:
 
     def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
                    neginf: float | None = None):
-        """NaN, +inf and -inf replaced (defaults: 0 and the largest finite float32)."""
-        posinf = _F32_MAX if posinf is None else posinf
-        neginf = -_F32_MAX if neginf is None else neginf
+        """NaN, +inf and -inf replaced (defaults: 0, and the largest and smallest finite
+        values of this tensor's dtype, ``torch.finfo(dtype).max``/``min``); integer and
+        bool tensors are returned unchanged (a copy, of their dtype), as in PyTorch."""
+        if not self.is_floating_point():
+            return self.clone()
+        big = float(ml_dtypes.finfo(dtypes.host(self.dtype)).max)
+        posinf = big if posinf is None else posinf
+        neginf = -big if neginf is None else neginf
         out = self.where(self == self, float(nan))
         return out.where(self != math.inf, float(posinf)).where(self != -math.inf, float(neginf))
 

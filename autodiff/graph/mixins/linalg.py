@@ -21,6 +21,41 @@ from ..trace import no_grad, user_site
 from .dims import norm_dim
 
 
+#: PyTorch's C++ names of the dtypes (``c10::toString`` and ``ScalarType`` names), as its
+#: matmul errors spell them
+_CPP_NAMES = {"float32": "float", "int64": "long int", "int32": "int", "bool": "bool",
+              "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+_SCALAR_NAMES = {"float32": "Float", "int64": "Long", "int32": "Int", "bool": "Bool",
+                 "float16": "Half", "bfloat16": "BFloat16"}
+
+
+def check_same_dtype(a, b) -> None:
+    """PyTorch's ``RuntimeError`` for a matrix product (``@``, ``matmul``, ``mm``,
+    ``bmm``, ...) of operands ``a`` and ``b`` (tensors or graph nodes) of different dtypes:
+    PyTorch does not promote them, so neither do we.
+
+    Raises:
+        RuntimeError: the dtypes differ (PyTorch's message for the case: ``dot`` for two
+            vectors, ``expected scalar type`` for a batched product, else ``expected m1
+            and m2 to have the same dtype``), with both shapes and the user's line.
+    """
+    da, db = str(getattr(a.dtype, "name", a.dtype)), str(getattr(b.dtype, "name", b.dtype))
+    if da == db:
+        return
+    ra, rb = len(a.shape), len(b.shape)
+    if ra == 1 and rb == 1:
+        what = (f"dot : expected both vectors to have same dtype, but found "
+                f"{_SCALAR_NAMES[da]} and {_SCALAR_NAMES[db]}")
+    elif rb >= 3 or (ra >= 3 and rb != 2 and rb != 1):
+        what = f"expected scalar type {_SCALAR_NAMES[da]} but found {_SCALAR_NAMES[db]}"
+    else:
+        what = (f"expected m1 and m2 to have the same dtype, but got: {_CPP_NAMES[da]} != "
+                f"{_CPP_NAMES[db]}")
+    raise RuntimeError(f"{what} (matrix product of {da} {list(a.shape)} and {db} "
+                       f"{list(b.shape)}; PyTorch does not promote them: cast one with "
+                       f".to(); traced at {user_site()})")
+
+
 def _operand(t, x):
     return x if hasattr(x, "node") else t._wrap(t._lift(x))
 

@@ -51,9 +51,17 @@ class ReduceMixin:
     @axis_alias
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None):
         """Sum over ``dim`` (an int, a tuple, or None/``()`` for all dims); integers and bool
-        are summed as int64 (bool sums count), as in PyTorch."""
-        x = self._as(dtype)
-        return (x if x.is_floating_point() else x.long())._reduce(Op.SUM, dim, keepdim)
+        are summed as int64 (bool sums count), as in PyTorch, unless ``dtype`` is given
+        (the input is cast to it and the sum has it)."""
+        return self._accumulating(dtype)._reduce(Op.SUM, dim, keepdim)
+
+    def _accumulating(self, dtype):
+        """The input of a sum or product (``sum``, ``prod``, ``cumsum``, ``cumprod``):
+        cast to ``dtype`` if given, else integers and bool as int64 (PyTorch's result
+        dtype for them)."""
+        if dtype is not None:
+            return self.to(dtype)
+        return self if self.is_floating_point() else self.long()
 
     @axis_alias
     def mean(self, dim=None, keepdim: bool = False, *, dtype=None):
@@ -121,10 +129,11 @@ class ReduceMixin:
     def prod(self, dim=None, keepdim: bool = False, *, dtype=None):
         """Product over ``dim`` (one int, or None for all): a pairwise tree of multiplies
         (``log2 n`` levels, the last level padded with a 1), exact with zeros in both
-        directions of AD."""
-        x = self._as(dtype)
+        directions of AD. Integers and bool multiply as int64 (PyTorch's result dtype),
+        unless ``dtype`` is given."""
+        x = self._accumulating(dtype)
         if dim is None:
-            out = x.reshape(-1).prod(0)
+            out = x.reshape(-1).prod(0, dtype=x.dtype)
             return out.reshape([1] * x.ndim) if keepdim else out
         d = x._dim(dim)
         if x.ndim == 0:
@@ -136,7 +145,7 @@ class ReduceMixin:
             y = y.reshape(*y.shape[:-1], y.shape[-1] // 2, 2)
             y = y[..., 0] * y[..., 1]
         if y.shape[-1] == 0:                         # empty product: 1 (gradient 0)
-            y = y.sum(-1, keepdim=True) + 1.0
+            y = y.sum(-1, keepdim=True) + 1
         out = y.movedim(-1, d)
         return out if keepdim else out.squeeze(d)
 
@@ -195,7 +204,13 @@ class ReduceMixin:
 
     @axis_alias
     def argmax(self, dim=None, keepdim: bool = False):
-        """Index of the first maximum along ``dim`` (of the flattened tensor if None)."""
+        """Index of the first maximum along ``dim`` (of the flattened tensor if None), an
+        int64 tensor.
+
+        Raises:
+            RuntimeError: a bool tensor (PyTorch does not support it).
+        """
+        self._no_bool("argmax")
         if dim is None:
             out = self.reshape(-1).argmax(0)
             return out.reshape([1] * self.ndim) if keepdim else out
@@ -204,12 +219,19 @@ class ReduceMixin:
 
     @axis_alias
     def argmin(self, dim=None, keepdim: bool = False):
-        """Index of the first minimum along ``dim`` (of the flattened tensor if None)."""
+        """Index of the first minimum along ``dim`` (of the flattened tensor if None), an
+        int64 tensor (a bool tensor raises ``RuntimeError``, as in PyTorch)."""
+        self._no_bool("argmin")
         if dim is None:
             out = self.reshape(-1).argmin(0)
             return out.reshape([1] * self.ndim) if keepdim else out
         self._nonempty(dim, "argmin")
         return self._argext(self.amin(dim, keepdim=True), dim, keepdim)
+
+    def _no_bool(self, name: str) -> None:
+        if self.dtype == "bool":
+            raise RuntimeError(f"{name}(): does not support bool input (traced at "
+                               f"{user_site()})")
 
     def _positions(self, dim: int, values=None):
         """A float32 constant of this tensor's rank counting ``0..n-1`` (or ``values``)

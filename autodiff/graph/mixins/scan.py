@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import TracedValueError
 from .. import ops
+from ..dtypes import INT32_MAX
 from ..trace import no_grad, user_site
 from .reduce import as_index
 
@@ -59,8 +60,9 @@ class ScanMixin:
 
     # -- cumulative sums -----------------------------------------------------------------
     def cumsum(self, dim: int, *, dtype=None):
-        """Running sum along ``dim``: ``out[i] = x[0] + ... + x[i]``."""
-        x, d = self._as(dtype)._last(dim)
+        """Running sum along ``dim``: ``out[i] = x[0] + ... + x[i]``; integers and bool
+        are summed as int64 (PyTorch's result dtype) unless ``dtype`` is given."""
+        x, d = self._accumulating(dtype)._last(dim)
         return x._cumsum_last()._back(d, self.ndim)
 
     def _cumsum_last(self):
@@ -75,11 +77,12 @@ class ScanMixin:
         return x
 
     def cumprod(self, dim: int, *, dtype=None):
-        """Running product along ``dim`` (log-depth doubling; exact with zeros)."""
-        x, d = self._as(dtype)._last(dim)
+        """Running product along ``dim`` (log-depth doubling; exact with zeros); integers
+        and bool multiply as int64 (PyTorch's result dtype) unless ``dtype`` is given."""
+        x, d = self._accumulating(dtype)._last(dim)
         s = 1
         while s < x.shape[-1]:
-            x = x * x._shift(s, 1.0)
+            x = x * x._shift(s, 1)
             s *= 2
         return x._back(d, self.ndim)
 
@@ -94,17 +97,29 @@ class ScanMixin:
         return x._back(d, self.ndim)
 
     def _cumext(self, dim: int, sign: float):
-        x, d = (self * sign)._last(dim)
+        """Running maximum (``sign`` 1) or minimum (-1) and its index, in this tensor's
+        dtype (PyTorch's): floats as ``sign * x`` (the shifted-in padding is ``-inf``),
+        integers as ``x`` or ``~x`` (decreasing and, unlike ``-``, never overflowing; the
+        padding, at index -1, is never taken), bool as int32 0/1 then back."""
+        if self.dtype == "bool":
+            v, i = self.int()._cumext(dim, sign)
+            return CumResult(v.bool(), i)
+        floating = self.is_floating_point()
+        flip = (lambda t: t * sign) if floating else (lambda t: t if sign > 0 else ~t)
+        x, d = flip(self)._last(dim)
         n = x.shape[-1]
         idx = x._index_grid()
         s = 1
         while s < n:
-            px, pi = x._shift(s, -math.inf), idx._shift(s, -1.0)
+            px, pi = x._shift(s, -math.inf if floating else 0), idx._shift(s, -1.0)
             with no_grad():                    # ties keep the later index, as PyTorch;
-                take = (px > x) | ((px != px) & (x == x))   # NaN is the extreme
+                if floating:                   # NaN is the extreme
+                    take = (px > x) | ((px != px) & (x == x))
+                else:
+                    take = (px > x) & (pi >= 0)
             x, idx = px.where(take, x), pi.where(take, idx)
             s *= 2
-        return CumResult((x * sign)._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
+        return CumResult(flip(x)._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
 
     def _index_grid(self):
         """``0, 1, ..`` along the last dim, float32, broadcast to this shape (a constant)."""
@@ -123,23 +138,34 @@ class ScanMixin:
     # -- sorting -------------------------------------------------------------------------
     def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False):
         """``(values, indices)`` sorted along ``dim``, equal values in their original order.
+        Values keep this tensor's dtype (integers exactly, as int32 storage), indices are
+        int64, as in PyTorch.
 
         NaN is not ordered (PyTorch puts it last); the gradient of ``values`` goes to the
         element each value came from.
         """
+        if self.dtype == "bool":                      # ordered as 0/1
+            v, i = self.int().sort(dim, descending, stable=stable)
+            return SortResult(v.bool(), i)
         x, d = self._last(dim)
         n = x.shape[-1]
         if n <= 1:
             idx = self._const(np.zeros(x.shape, np.float32))
             return SortResult(x._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
-        key = -x if descending else x
+        floating = x.is_floating_point()
+        # descending sorts a decreasing map of the values: -x for floats, ~x for integers
+        # (no overflow at the smallest int32)
+        flip = (lambda t: -t) if floating else (lambda t: ~t)
+        key = flip(x) if descending else x
         p = 1 << (n - 1).bit_length()
         idx = self._const(np.arange(p, dtype=np.float32)).broadcast_to(x.shape[:-1] + (p,))
-        if p > n:
-            key = key.cat(self._wrap(ops.const(math.inf, x.shape[:-1] + (p - n,))), dim=-1)
+        if p > n:       # padding after every value: +inf, or the largest int32 (its index
+            big = math.inf if floating else INT32_MAX       # orders it after equal values)
+            key = key.cat(self._wrap(ops.const(big, x.shape[:-1] + (p - n,), key.dtype)),
+                          dim=-1)
         key, idx = _network(key, idx)
         key, idx = key[..., :n], idx[..., :n]
-        values = -key if descending else key
+        values = flip(key) if descending else key
         return SortResult(values._back(d, self.ndim), as_index(idx._back(d, self.ndim)))
 
     def argsort(self, dim: int = -1, descending: bool = False, *, stable: bool = False):
@@ -155,8 +181,12 @@ class ScanMixin:
         in sorted order.
 
         Raises:
-            RuntimeError: ``k`` is out of range for the dim.
+            RuntimeError: ``k`` is out of range for the dim, or a bool tensor (as
+                PyTorch on the CPU).
         """
+        if self.dtype == "bool":
+            raise RuntimeError(f"topk does not support bool dtypes on CPU (traced at "
+                               f"{user_site()})")
         d = self._dim(dim)
         n = self.shape[d] if self.ndim else 1
         if not 0 <= k <= n:
@@ -182,11 +212,12 @@ class ScanMixin:
                 key = x.float().where(x == x, math.inf)
                 tie = pos + isnan.float() * float(p)     # NaN after +inf, in their order
                 nans = isnan.float().sum(-1, keepdim=True)
-            else:
-                key, tie = x.float(), pos
+            else:                                       # integers as they are (exact)
+                key, tie = x, pos
                 nans = self._wrap(ops.const(0.0, lead + (1,)))
             if p > n:                                   # padding sorts after every NaN
-                key = key.cat(self._wrap(ops.const(math.inf, lead + (p - n,))), dim=-1)
+                big = math.inf if x.is_floating_point() else INT32_MAX
+                key = key.cat(self._wrap(ops.const(big, lead + (p - n,), key.dtype)), dim=-1)
                 pad = self._const(np.arange(2 * p, 3 * p - n, dtype=np.float32))
                 tie = tie.cat(pad.broadcast_to(lead + (p - n,)), dim=-1)
             _, order = _network(key, tie)
@@ -207,13 +238,14 @@ class ScanMixin:
 
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False):
         """``(values, indices)`` of the ``k``-th smallest element (``k`` from 1) along
-        ``dim``, NaN counting as the largest (``torch.kthvalue``); any dtype, integers
-        ordered through float32 (exact below ``2**24``).
+        ``dim``, NaN counting as the largest (``torch.kthvalue``); any dtype but bool.
 
         Raises:
             RuntimeError: ``k`` is not in ``[1, size of dim]``.
             IndexError: ``dim`` is out of range.
+            NotImplementedError: a bool tensor (as PyTorch).
         """
+        _not_bool(self, "kthvalue_cpu")
         d = self._dim(dim)
         n = self.shape[d] if self.ndim else 1
         if not 1 <= k <= n:
@@ -227,6 +259,7 @@ class ScanMixin:
     def _median(self, dim, keepdim: bool, ignore_nan: bool, name: str):
         """Lower median along ``dim`` (of every element if None); with ``ignore_nan`` of
         the elements that are not NaN, else NaN where any is (at the first NaN)."""
+        _not_bool(self, "median_cpu" if dim is None else "median_out")
         if dim is None:
             flat = self.reshape(-1)
             if flat.shape[0] == 0:
@@ -268,6 +301,7 @@ class ScanMixin:
 
         Raises:
             IndexError: ``dim`` is out of range, or of size 0.
+            NotImplementedError: a bool tensor (as PyTorch).
         """
         return self._median(dim, keepdim, False, "median")
 
@@ -355,6 +389,13 @@ class ScanMixin:
             raise TypeError(f"{name}() q must be a float or a tensor, got "
                             f"{type(q).__name__}")
         return qt, scalar
+
+
+def _not_bool(t, kernel: str) -> None:
+    """PyTorch's ``NotImplementedError`` for an order statistic of a bool tensor."""
+    if t.dtype == "bool":
+        raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\' (traced at '
+                                  f'{user_site()})')
 
 
 def known_values(t):
