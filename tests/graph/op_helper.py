@@ -207,3 +207,16 @@ def check_op(shapes, torch_fn, ad_fn=None, *, inputs=None, seed: int = 0, low: f
                                        err_msg=f"gradient of input {i} differs from "
                                                "float64 finite differences")
     return ours
+
+
+def check_program(program, *args, device: str = "numpy", rtol: float = 1e-6,
+                  atol: float = 1e-6) -> None:
+    """Run ``program(lib, *args) -> (outputs, leaf)`` with ``lib`` autodiff (on ``device``)
+    and torch; every output and the leaf's gradient must agree (programs that mix in-place
+    updates, views and ``backward()``, which :func:`check_op`'s one function cannot)."""
+    got, leaf = program(ad, *args)
+    ad.execute(device=device)
+    want, tleaf = program(torch, *args)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(leaf.grad.numpy(), tleaf.grad.numpy(), rtol=rtol, atol=atol)

@@ -12,7 +12,7 @@ import torch
 
 import autodiff as ad
 from backends import device_params
-from op_helper import check_op
+from op_helper import check_op, check_program
 
 _MASK = np.random.default_rng(1).uniform(size=(3, 4)) > 0.5           # 7 true
 
@@ -253,12 +253,7 @@ def test_index_fill_and_masked_scatter_in_place(device):
     rng = np.random.default_rng(7)
     x = rng.uniform(-2, 2, (3, 4)).astype(np.float32)
     s = rng.uniform(-2, 2, (8,)).astype(np.float32)
-    got, leaf = _inplace_program(ad, x, s)
-    ad.execute(device=device)
-    want, tleaf = _inplace_program(torch, x, s)
-    for a, b in zip(got, want):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(leaf.grad.numpy(), tleaf.grad.numpy(), rtol=1e-5, atol=1e-5)
+    check_program(_inplace_program, x, s, device=device, rtol=1e-5, atol=1e-5)
 
 
 def _relayout_program(L, x):
@@ -289,13 +284,7 @@ def _relayout_program(L, x):
 @pytest.mark.parametrize("device", device_params())
 def test_shape_changing_in_place_ops_like_torch(device):
     x = np.random.default_rng(8).uniform(-1, 1, (3, 4)).astype(np.float32)
-    got, leaf = _relayout_program(ad, x)
-    ad.execute(device=device)
-    want, tleaf = _relayout_program(torch, x)
-    for a, b in zip(got, want):
-        assert a.shape == tuple(b.shape)
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(leaf.grad.numpy(), tleaf.grad.numpy(), rtol=1e-5, atol=1e-5)
+    check_program(_relayout_program, x, device=device, rtol=1e-5, atol=1e-4)   # shapes too
 
 
 def test_shape_changing_in_place_on_a_variable_raises():
