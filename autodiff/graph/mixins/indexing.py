@@ -254,7 +254,8 @@ class IndexingMixin:
         if indices.ndim != self.ndim:
             raise RuntimeError("take_along_dim(): input and indices should have the same "
                                "number of dimensions")
-        shape = list(ops.broadcast_shape("take_along_dim", self.shape[:d] + (1,) + self.shape[d + 1:],
+        shape = list(ops.broadcast_shape("take_along_dim",
+                                         self.shape[:d] + (1,) + self.shape[d + 1:],
                                          indices.shape[:d] + (1,) + indices.shape[d + 1:]))
         xs, ix = list(shape), list(shape)
         xs[d], ix[d] = self.shape[d], indices.shape[d]
