@@ -236,8 +236,9 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.parameters():
-            p.grad = None
+        """As :meth:`autodiff.optim.Optimizer.zero_grad`, for this module's parameters."""
+        from ..optim.optimizer import zero_grads
+        zero_grads(self.parameters(), set_to_none)
 
     def to(self, *args, **kwargs) -> "Module":
         """``model.to(device)`` returns ``self`` (the device is chosen by

@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from ..graph import ops
 from ..graph.tensor import Tensor, _as_array, where
 from ..graph.trace import OWNERS, TRACER, no_grad
 
@@ -36,6 +37,16 @@ class _ParamState(dict):
         v = {}
         dict.__setitem__(self, k, v)
         return v
+
+
+def zero_grads(params, set_to_none: bool) -> None:
+    """``p.grad = None`` for each of ``params``, or zeros of its shape where it has one
+    and not ``set_to_none`` (``Optimizer.zero_grad``, ``Module.zero_grad``)."""
+    for p in params:
+        if set_to_none or p.grad is None:
+            p.grad = None
+        else:
+            p.grad = Tensor._wrap(ops.const(0.0, p.shape, p.dtype.name))
 
 
 class ParamGroup(dict):
@@ -216,9 +227,10 @@ class Optimizer:
         return [p for g in self.param_groups for p in g["params"]]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Forget the gradients (``.grad = None``; gradients live for one iteration)."""
-        for p in self.params:
-            p.grad = None
+        """Forget the gradients: ``.grad = None``, or zeros where there was one with
+        ``set_to_none=False`` (PyTorch's: an update before the next ``backward()`` then
+        steps with a zero gradient instead of skipping the parameter)."""
+        zero_grads(self.params, set_to_none)
 
     # -- the update --------------------------------------------------------------------
     def init_state(self, p: Tensor, group: dict) -> dict:

@@ -101,3 +101,27 @@ def test_state_is_loop_carried_and_indexed_by_parameter():
     st = opt.state[w]
     assert st["step"].numpy() == 12 and st["step"].dtype == "float32"
     assert (st["exp_avg_sq"].numpy() > 0).all()
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_set_to_none_false_keeps_zeros(set_to_none):
+    """``zero_grad(set_to_none=False)`` leaves zeros, so an update before the next
+    ``backward()`` steps with a zero gradient (weight decay applies), as PyTorch's; with
+    None the parameter is skipped."""
+    w0 = np.float32([1.0, -2.0])
+    w = ad.Tensor(w0, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, weight_decay=0.5)
+    tw = torch.tensor(w0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1, weight_decay=0.5)
+    (w * w).sum().backward()
+    opt.zero_grad(set_to_none=set_to_none)
+    opt.step()
+    g = w.grad
+    ad.execute(device="numpy")
+    (tw * tw).sum().backward()
+    topt.zero_grad(set_to_none=set_to_none)
+    topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+    assert (g is None) == (tw.grad is None)
+    if g is not None:
+        np.testing.assert_array_equal(g.numpy(), tw.grad.numpy())
