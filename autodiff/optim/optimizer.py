@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 
 import numpy as np
 
 from ..graph import ops
 from ..graph.tensor import Tensor, _as_array, where
-from ..graph.trace import OWNERS, TRACER, no_grad
+from ..graph.trace import OWNERS, TRACER, no_grad, user_site
 
 
 class _ParamState(dict):
@@ -39,6 +40,27 @@ class _ParamState(dict):
         return v
 
 
+def _loop_scopes() -> list:
+    """The loop bodies (``ir_for``/``ir_while``) being traced, innermost first."""
+    out, s = [], TRACER.scope
+    while s is not None:
+        if s.loop:
+            out.append(s)
+        s = s.parent
+    return out
+
+
+def _in_branch() -> bool:
+    """Whether code is being traced inside an ``ir_if`` branch (at any depth)."""
+    from ..graph.control import BodyScope
+    s = TRACER.scope
+    while s is not None:
+        if isinstance(s, BodyScope) and not (s.loop or s.hoist):
+            return True
+        s = s.parent
+    return False
+
+
 def zero_grads(params, set_to_none: bool) -> None:
     """``p.grad = None`` for each of ``params``, or zeros of its shape where it has one
     and not ``set_to_none`` (``Optimizer.zero_grad``, ``Module.zero_grad``)."""
@@ -55,10 +77,37 @@ class ParamGroup(dict):
     here instead of being replaced, as PyTorch's ``group["lr"] = 0.003`` changes the rate
     the next update uses and the one the scheduler's next step starts from. Set while
     tracing (in a loop body, or after top-level code that already used it) it is a device
-    assignment at that point of the program; otherwise the variable's host value."""
+    assignment at that point of the program; otherwise the variable's host value. A plain
+    number ``lr`` set inside an ``ir_if`` branch becomes such a variable first (else the
+    Python value would be the rate of every iteration, the branch taken or not).
+
+    Raises:
+        RuntimeError: a plain value set in a loop body after the update read it there:
+            the body is traced once, so later iterations would still use the old value.
+    """
+
+    def __getitem__(self, key):
+        loops = _loop_scopes()
+        if loops:                                 # remembered for __setitem__'s check
+            reads = self.__dict__.setdefault("_reads", {})
+            reads.setdefault(key, weakref.WeakSet()).update(loops)
+        return dict.__getitem__(self, key)
 
     def __setitem__(self, key, value) -> None:
         cur = self.get(key)
+        device = isinstance(cur, Tensor) and cur._var is not None
+        if key != "params" and not device and value is not cur \
+                and any(s in self.__dict__.get("_reads", {}).get(key, ()) for s in _loop_scopes()):
+            raise RuntimeError(
+                f"param_groups[...][{key!r}] is set at {user_site()} after the optimizer read it "
+                f"earlier in this loop body: the body is traced once, so the next iterations "
+                f"would still use the value it had then. Set it before optimizer.step(), or "
+                f"use a scheduler (autodiff.optim.lr_scheduler, e.g. LambdaLR)")
+        if key == "lr" and isinstance(cur, numbers.Real) and _in_branch():
+            # a branch taken on the device: the rate becomes a variable the branch
+            # assigns (the Python value would hold for every iteration, taken or not)
+            cur = Tensor(np.float32(cur))
+            dict.__setitem__(self, key, cur)
         if key == "params" or not (isinstance(cur, Tensor) and cur._var is not None) \
                 or value is cur or (isinstance(value, Tensor) and value._var is not None):
             dict.__setitem__(self, key, value)

@@ -115,3 +115,51 @@ def test_on_opencl():
     p.opt.param_groups[0]["lr"] = 0.03
     p.run(6, device="opencl")
     p.check()
+
+
+def _branch_run(lib, xs, w0, before_step):
+    """SGD whose rate drops to 0.01 at iteration 2, set before or after that step."""
+    if lib is torch:
+        w = torch.tensor(w0, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        for i, x in enumerate(xs):
+            if before_step and i == 2:
+                opt.param_groups[0]["lr"] = 0.01
+            opt.zero_grad()
+            (torch.tensor(x) * w).pow(2).sum().backward()
+            opt.step()
+            if not before_step and i == 2:
+                opt.param_groups[0]["lr"] = 0.01
+        return w.detach().numpy()
+    w = ad.tensor(w0, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    it = iter(xs)
+
+    def body(i):
+        drop = lambda: opt.param_groups[0].__setitem__("lr", 0.01)   # noqa: E731
+        if before_step:
+            ad.ir_if(i == 2, drop)
+        opt.zero_grad()
+        (ad.Feeder(lambda: next(it), [3]) * w).pow(2).sum().backward()
+        opt.step()
+        if not before_step:
+            ad.ir_if(i == 2, drop)
+    ad.ir_for(range(6), body)
+    ad.execute(device="numpy")
+    assert opt.state_dict()["param_groups"][0]["lr"] == pytest.approx(0.01)
+    return w.numpy()
+
+
+def test_rate_set_in_a_branch_without_a_scheduler():
+    """``group["lr"] = x`` under ``ir_if`` with a plain-number rate, before the update reads
+    it: a device variable from then on (the Python float used to become the rate of every
+    iteration). After the update read it in the same body: an error, not a silent rate
+    that never changes."""
+    xs = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    w0 = np.float32([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(_branch_run(ad, xs, w0, True), _branch_run(torch, xs, w0, True),
+                               rtol=1e-5)
+    ad.reset()
+    with pytest.raises(RuntimeError, match=r"\['lr'\] is set at .*test_lr_chain.py:\d+ after "
+                                           r"the optimizer read it"):
+        _branch_run(ad, xs, w0, False)
