@@ -1,15 +1,20 @@
 """Neural-network modules and losses, spelled like ``torch.nn``."""
 from . import functional, init, utils
-from .activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh,
-                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, SiLU, Softmax,
-                         Softmax2d, Softmin, Softplus, Softsign)
+from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
+                         Hardtanh, LeakyReLU, LocalResponseNorm, LogSigmoid, LogSoftmax, Mish,
+                         PReLU, ReLU6, RReLU, SiLU, Softmax, Softmax2d, Softmin, Softplus,
+                         Softshrink, Softsign, Tanhshrink, Threshold)
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .embedding import Embedding
 from .layers import Bilinear, Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
-from .loss import CrossEntropyLoss, MSELoss, mse_loss
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimilarity,
+                   CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss,
+                   L1Loss, MarginRankingLoss, MSELoss, MultiLabelSoftMarginLoss,
+                   MultiMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss,
+                   SoftMarginLoss, TripletMarginLoss, mse_loss)
 from .module import Module, Parameter
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d,
                             InstanceNorm2d, LayerNorm, RMSNorm)
@@ -43,3 +48,8 @@ __all__ += ["init", "utils", "ModuleDict", "ParameterList", "ParameterDict", "Co
             "CELU", "ELU", "GLU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
             "LogSigmoid", "Mish", "PReLU", "ReLU6", "SiLU", "Softmax2d", "Softmin", "Softplus",
             "Softsign"]
+__all__ += ["Threshold", "Tanhshrink", "Softshrink", "Hardshrink", "RReLU", "LocalResponseNorm",
+            "L1Loss", "NLLLoss", "KLDivLoss", "BCELoss", "BCEWithLogitsLoss", "HuberLoss",
+            "SmoothL1Loss", "SoftMarginLoss", "HingeEmbeddingLoss", "MultiLabelSoftMarginLoss",
+            "CosineEmbeddingLoss", "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss",
+            "PoissonNLLLoss", "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance"]

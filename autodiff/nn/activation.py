@@ -107,6 +107,23 @@ Hardsigmoid = _activation("Hardsigmoid", "hardsigmoid", [("inplace", False)])
 Hardswish = _activation("Hardswish", "hardswish", [("inplace", False)])
 LogSigmoid = _activation("LogSigmoid", "logsigmoid")
 GLU = _activation("GLU", "glu", [("dim", -1)])
+Threshold = _activation("Threshold", "threshold", [("threshold", 0.0), ("value", 0.0),
+                                                   ("inplace", False)])
+Tanhshrink = _activation("Tanhshrink", "tanhshrink")
+Softshrink = _activation("Softshrink", "softshrink", [("lambd", 0.5)])
+Hardshrink = _activation("Hardshrink", "hardshrink", [("lambd", 0.5)])
+LocalResponseNorm = _activation("LocalResponseNorm", "local_response_norm", [
+    ("size", 2), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)])
+
+
+class RReLU(_Elementwise):
+    """``torch.nn.RReLU``: :func:`autodiff.nn.functional.rrelu`, random slopes in training
+    mode only."""
+    fn = "rrelu"
+    args = (("lower", 1.0 / 8), ("upper", 1.0 / 3), ("inplace", False))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rrelu(x, self.lower, self.upper, training=self.training)
 
 
 class Softmin(Softmax):

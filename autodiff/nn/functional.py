@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph import ops
 from ..graph.trace import user_site
-from ..graph.tensor import Tensor, _wrap, default_rng, where
+from ..graph.tensor import Tensor, _wrap, concat, default_rng, where
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -153,6 +153,62 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))`` (no overflow)."""
     return input.minimum(0.0) - (-input.abs()).exp().log1p()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value``."""
+    return input.where(input > threshold, value)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    return input - input.tanh()
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    return (input - lambd).where(input > lambd, (input + lambd).where(input < -lambd, 0.0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0."""
+    return input.where(input.abs() > lambd, 0.0)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+          training: bool = False, inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU (Xu et al., 2015): negative inputs times a slope drawn
+    uniformly from ``[lower, upper]`` per element in training (new draws every loop
+    iteration), ``(lower + upper) / 2`` in evaluation."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2)
+    slope = input.rand_like() * (upper - lower) + lower
+    return input.where(input >= 0, input * slope)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """``x / (k + alpha * mean of x^2 over size neighbouring channels)^beta`` (Krizhevsky
+    et al., 2012, as PyTorch: the window is zero-padded, ``size // 2`` channels before and
+    ``(size - 1) // 2`` after, and always divided by ``size``); input ``[N, C, *]``.
+
+    Raises:
+        ValueError: fewer than 3 dims.
+    """
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3D or higher dimensional input "
+                         f"(got {input.ndim} dimensions)")
+    sq = input * input
+    c = input.shape[1]
+    zeros = lambda n: sq.narrow(1, 0, 1) * 0.0 if n == 1 else \
+        (sq.narrow(1, 0, 1) * 0.0).expand(sq.shape[0], n, *sq.shape[2:])   # noqa: E731
+    before, after = size // 2, (size - 1) // 2
+    parts = ([zeros(before)] if before else []) + [sq] + ([zeros(after)] if after else [])
+    padded = concat(parts, 1) if len(parts) > 1 else sq
+    div = padded.narrow(1, 0, c)
+    for j in range(1, size):
+        div = div + padded.narrow(1, j, c)
+    return input / (div * (alpha / size) + k) ** beta
 
 
 def softmin(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
@@ -628,6 +684,16 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_poo
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
                       max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
 
+from .margin_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: E402
+                            hinge_embedding_loss, margin_ranking_loss, multi_margin_loss,
+                            multilabel_soft_margin_loss, pairwise_distance, poisson_nll_loss,
+                            soft_margin_loss, triplet_margin_loss)
+
+__all__ += ["threshold", "tanhshrink", "softshrink", "hardshrink", "rrelu",
+            "local_response_norm", "pairwise_distance", "margin_ranking_loss",
+            "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+            "multi_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
+            "poisson_nll_loss", "gaussian_nll_loss"]
 __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
             "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",

@@ -1,9 +1,15 @@
-"""Losses with PyTorch's names and reductions."""
+"""Loss modules with PyTorch's names, constructor arguments (positional order included),
+defaults and ``state_dict`` (class weights are buffers, as in ``torch.nn._WeightedLoss``).
+Each calls the function of :mod:`autodiff.nn.functional` of the same name."""
 from __future__ import annotations
 
 from ..graph.tensor import Tensor
-from .functional import cross_entropy, reduce_loss
+from . import functional as F
+from .functional import reduce_loss
 from .module import Module
+
+_LEGACY = ("size_average", "reduce")
+_BUFFERS = ("weight", "pos_weight")
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -12,29 +18,95 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return reduce_loss(d * d, reduction)
 
 
-class MSELoss(Module):
-    def __init__(self, reduction: str = "mean"):
+def legacy_reduction(size_average, reduce) -> str:
+    """PyTorch's ``_Reduction.legacy_get_string``: the deprecated ``size_average`` /
+    ``reduce`` flags as a ``reduction``."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else ("mean" if size_average else "sum")
+
+
+class _Loss(Module):
+    """A loss module: ``args`` are ``torch.nn``'s constructor arguments in order, with
+    defaults; ``forward(*inputs)`` calls ``F.<fn>(*inputs, **arguments)``."""
+    fn = ""
+    args: tuple = ()
+
+    def __init__(self, *args, **kwargs):
         super().__init__()
-        self.reduction = reduction
+        names = [a for a, _ in self.args]
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} arguments")
+        values = dict(self.args)
+        values.update(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in values:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                                f"'{k}'")
+            values[k] = v
+        if any(values.get(k) is not None for k in _LEGACY):
+            values["reduction"] = legacy_reduction(values.get("size_average"),
+                                                   values.get("reduce"))
+        for k, v in values.items():
+            if k in _LEGACY:
+                continue
+            if k in _BUFFERS:
+                self.register_buffer(k, None if v is None else F._tensor(v, "float32"))
+            else:
+                object.__setattr__(self, k, v)
 
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return mse_loss(input, target, self.reduction)
+    def forward(self, *inputs) -> Tensor:
+        kw = {k: getattr(self, k) for k, _ in self.args if k not in _LEGACY}
+        return getattr(F, self.fn)(*inputs, **kw)
+
+    def extra_repr(self) -> str:
+        return ""
 
 
-class CrossEntropyLoss(Module):
-    """Cross-entropy from logits (``torch.nn.CrossEntropyLoss``, without class weights).
+def _loss(name: str, fn: str, args) -> type:
+    return type(name, (_Loss,), {"fn": fn, "args": tuple(args), "__doc__": (
+        f"``torch.nn.{name}``: :func:`autodiff.nn.functional.{fn}` with "
+        f"{', '.join(f'{k}={v!r}' for k, v in args)}.")})
 
-    ``forward(logits [N, C], target int32 [N]) -> scalar`` (mean over the non-ignored
-    targets by default); see :func:`autodiff.nn.functional.cross_entropy` for the other
-    shapes, probability targets, ``ignore_index`` and ``label_smoothing``.
-    """
 
-    def __init__(self, ignore_index: int = -100, reduction: str = "mean",
-                 label_smoothing: float = 0.0):
-        super().__init__()
-        self.ignore_index, self.reduction = ignore_index, reduction
-        self.label_smoothing = label_smoothing
+_R = ("reduction", "mean")
+_SR = [("size_average", None), ("reduce", None), _R]
+MSELoss = _loss("MSELoss", "mse_loss", _SR)
+L1Loss = _loss("L1Loss", "l1_loss", _SR)
+NLLLoss = _loss("NLLLoss", "nll_loss", [("weight", None), ("size_average", None),
+                                        ("ignore_index", -100), ("reduce", None), _R])
+CrossEntropyLoss = _loss("CrossEntropyLoss", "cross_entropy", [
+    ("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None), _R,
+    ("label_smoothing", 0.0)])
+KLDivLoss = _loss("KLDivLoss", "kl_div", _SR + [("log_target", False)])
+BCELoss = _loss("BCELoss", "binary_cross_entropy", [("weight", None)] + _SR)
+BCEWithLogitsLoss = _loss("BCEWithLogitsLoss", "binary_cross_entropy_with_logits",
+                          [("weight", None)] + _SR + [("pos_weight", None)])
+HuberLoss = _loss("HuberLoss", "huber_loss", [_R, ("delta", 1.0)])
+SmoothL1Loss = _loss("SmoothL1Loss", "smooth_l1_loss", _SR + [("beta", 1.0)])
+SoftMarginLoss = _loss("SoftMarginLoss", "soft_margin_loss", _SR)
+HingeEmbeddingLoss = _loss("HingeEmbeddingLoss", "hinge_embedding_loss",
+                           [("margin", 1.0)] + _SR)
+MultiLabelSoftMarginLoss = _loss("MultiLabelSoftMarginLoss", "multilabel_soft_margin_loss",
+                                 [("weight", None)] + _SR)
+CosineEmbeddingLoss = _loss("CosineEmbeddingLoss", "cosine_embedding_loss",
+                            [("margin", 0.0)] + _SR)
+MarginRankingLoss = _loss("MarginRankingLoss", "margin_ranking_loss", [("margin", 0.0)] + _SR)
+MultiMarginLoss = _loss("MultiMarginLoss", "multi_margin_loss",
+                        [("p", 1), ("margin", 1.0), ("weight", None)] + _SR)
+TripletMarginLoss = _loss("TripletMarginLoss", "triplet_margin_loss", [
+    ("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False)] + _SR)
+PoissonNLLLoss = _loss("PoissonNLLLoss", "poisson_nll_loss", [
+    ("log_input", True), ("full", False), ("size_average", None), ("eps", 1e-8),
+    ("reduce", None), _R])
+GaussianNLLLoss = _loss("GaussianNLLLoss", "gaussian_nll_loss",
+                        [("full", False), ("eps", 1e-6), _R])
+CosineSimilarity = _loss("CosineSimilarity", "cosine_similarity", [("dim", 1), ("eps", 1e-8)])
+PairwiseDistance = _loss("PairwiseDistance", "pairwise_distance",
+                         [("p", 2.0), ("eps", 1e-6), ("keepdim", False)])
 
-    def forward(self, input: Tensor, target) -> Tensor:
-        return cross_entropy(input, target, ignore_index=self.ignore_index,
-                             reduction=self.reduction, label_smoothing=self.label_smoothing)
+__all__ = ["mse_loss", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "KLDivLoss",
+           "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "SoftMarginLoss",
+           "HingeEmbeddingLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss",
+           "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss", "PoissonNLLLoss",
+           "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance"]

@@ -162,7 +162,7 @@ def test_mse_loss_matches_torch(reduction, target_shape):
     t_np = rng.standard_normal(target_shape).astype(np.float32)
     a = ad.Tensor(a_np, requires_grad=True)
     t = ad.Tensor(t_np, requires_grad=True)
-    loss = MSELoss(reduction)(a, t)
+    loss = MSELoss(reduction=reduction)(a, t)
     loss.backward()
     ga, gt = a.grad, t.grad
     ad.execute()

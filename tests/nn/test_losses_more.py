@@ -1,0 +1,123 @@
+"""torch.nn's remaining losses, distances and activations: each module against torch's own
+(same constructor arguments) on random inputs, the value and every input gradient (torch in
+float64), for every reduction; weighted losses keep their weights as buffers, as torch's
+``state_dict`` does."""
+import numpy as np
+import pytest
+import torch
+
+import autodiff as ad
+from autodiff import nn
+
+RTOL, ATOL = 2e-4, 2e-5
+rng = np.random.default_rng(0)
+N, C = 6, 5
+X1 = rng.standard_normal((N, C)).astype(np.float32)
+X2 = rng.standard_normal((N, C)).astype(np.float32)
+LABELS = rng.integers(0, C, N)
+SIGNS = np.where(rng.random(N) > 0.5, 1.0, -1.0).astype(np.float32)
+MULTI = (rng.random((N, C)) > 0.5).astype(np.float32)
+PM1 = MULTI * 2 - 1
+W = rng.uniform(0.5, 2.0, C).astype(np.float32)
+VAR = rng.uniform(0.2, 2.0, (N, C)).astype(np.float32)
+COUNTS = rng.poisson(2.0, (N, C)).astype(np.float32)
+
+
+def _compare(name, kwargs, make_inputs, n_float):
+    """``make_inputs(lib, floats) -> args`` where ``floats`` are the differentiable inputs
+    (``n_float`` of X1, X2, X1 flipped)."""
+    base = [X1, X2, X1[::-1].copy()][:n_float]
+    ts = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in base]
+    tkw = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+    ref = getattr(torch.nn, name)(**tkw).double()(*make_inputs(torch, ts))
+    G = rng.uniform(0.5, 1.5, tuple(ref.shape))
+    (ref * torch.tensor(G)).sum().backward()
+    xs = [ad.tensor(a, requires_grad=True) for a in base]
+    out = getattr(nn, name)(**kwargs)(*make_inputs(ad, xs))
+    (out * ad.tensor(G.astype(np.float32))).sum().backward()
+    grads = [x.grad for x in xs]
+    ad.execute(device="numpy")
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=RTOL, atol=ATOL)
+    for g, t in zip(grads, ts):
+        np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def _const(lib, a):
+    return torch.tensor(a.astype(np.float64)) if lib is torch else ad.tensor(a)
+
+
+def _labels(lib):
+    return torch.tensor(LABELS) if lib is torch else LABELS
+
+
+LOSSES = [
+    ("L1Loss", {}, lambda L, x: (x[0], x[1]), 2),
+    ("SmoothL1Loss", {"beta": 0.5}, lambda L, x: (x[0], x[1]), 2),
+    ("HuberLoss", {"delta": 0.7}, lambda L, x: (x[0], x[1]), 2),
+    ("KLDivLoss", {"log_target": True}, lambda L, x: (x[0].log_softmax(-1),
+                                                       x[1].log_softmax(-1)), 2),
+    ("NLLLoss", {"weight": W}, lambda L, x: (x[0].log_softmax(-1), _labels(L)), 1),
+    ("CrossEntropyLoss", {"weight": W, "label_smoothing": 0.2, "ignore_index": 1},
+     lambda L, x: (x[0], _labels(L)), 1),
+    ("BCELoss", {"weight": W}, lambda L, x: (x[0].sigmoid(), _const(L, MULTI)), 1),
+    ("BCEWithLogitsLoss", {"pos_weight": W}, lambda L, x: (x[0], _const(L, MULTI)), 1),
+    ("SoftMarginLoss", {}, lambda L, x: (x[0], _const(L, PM1)), 1),
+    ("HingeEmbeddingLoss", {"margin": 1.5}, lambda L, x: (x[0], _const(L, PM1)), 1),
+    ("MultiLabelSoftMarginLoss", {"weight": W}, lambda L, x: (x[0], _const(L, MULTI)), 1),
+    ("CosineEmbeddingLoss", {"margin": 0.2}, lambda L, x: (x[0], x[1], _const(L, SIGNS)), 2),
+    ("MarginRankingLoss", {"margin": 0.3},
+     lambda L, x: (x[0][:, 0], x[1][:, 0], _const(L, SIGNS)), 2),
+    ("MultiMarginLoss", {"p": 2, "margin": 0.8, "weight": W},
+     lambda L, x: (x[0], _labels(L)), 1),
+    ("TripletMarginLoss", {"margin": 0.5, "swap": True}, lambda L, x: (x[0], x[1], x[2]), 3),
+    ("PoissonNLLLoss", {"full": True}, lambda L, x: (x[0], _const(L, COUNTS)), 1),
+    ("GaussianNLLLoss", {"full": True}, lambda L, x: (x[0], x[1], _const(L, VAR)), 2),
+]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name,kwargs,inputs,n", LOSSES, ids=[c[0] for c in LOSSES])
+def test_loss_modules_match_torch(name, kwargs, inputs, n, reduction):
+    if name == "KLDivLoss" and reduction == "mean":
+        reduction = "batchmean"
+    _compare(name, dict(kwargs, reduction=reduction), inputs, n)
+
+
+@pytest.mark.parametrize("name,kwargs,inputs,n", [
+    ("CosineSimilarity", {"dim": 1, "eps": 1e-6}, lambda L, x: (x[0], x[1]), 2),
+    ("PairwiseDistance", {"p": 1.5, "keepdim": True}, lambda L, x: (x[0], x[1]), 2),
+    ("Threshold", {"threshold": 0.3, "value": -2.0}, lambda L, x: (x[0],), 1),
+    ("Tanhshrink", {}, lambda L, x: (x[0],), 1),
+    ("Softshrink", {"lambd": 0.4}, lambda L, x: (x[0],), 1),
+    ("Hardshrink", {"lambd": 0.4}, lambda L, x: (x[0],), 1),
+    ("LocalResponseNorm", {"size": 3}, lambda L, x: (x[0].reshape(1, N, C),), 1),
+    ("LocalResponseNorm", {"size": 4, "alpha": 0.1, "k": 2.0},
+     lambda L, x: (x[0].reshape(2, 3, C, 1),), 1),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_distance_and_activation_modules_match_torch(name, kwargs, inputs, n):
+    _compare(name, kwargs, inputs, n)
+
+
+def test_rrelu_random_slopes_in_training_only():
+    x = -np.abs(rng.standard_normal(20000)).astype(np.float32) - 0.1
+    m = nn.RReLU(0.1, 0.3)
+    y_train = m(ad.tensor(x))
+    m.eval()
+    y_eval = m(ad.tensor(x))
+    ad.execute(device="numpy")
+    slope = y_train.numpy() / x
+    assert 0.1 <= slope.min() and slope.max() <= 0.3
+    assert abs(slope.mean() - 0.2) < 0.005 and slope.std() > 0.05
+    np.testing.assert_allclose(y_eval.numpy(), x * 0.2, rtol=1e-6)
+
+
+def test_weights_are_buffers_and_legacy_flags():
+    ours = nn.CrossEntropyLoss(torch.tensor(W))
+    theirs = torch.nn.CrossEntropyLoss(torch.tensor(W))
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["weight"]
+    assert list(nn.BCEWithLogitsLoss(pos_weight=W).state_dict()) == \
+        list(torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(W)).state_dict())
+    assert nn.L1Loss(size_average=False).reduction == "sum"
+    assert nn.MSELoss(reduce=False).reduction == "none"
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        nn.L1Loss(delta=1.0)
