@@ -356,12 +356,36 @@ class _ConvTranspose(_ConvNd):
                          groups, bias, padding_mode, output_padding)
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
-        if output_size is not None:
-            raise NotImplementedError(f"{type(self).__name__}: output_size is not supported; "
-                                      "set output_padding")
+        """``output_size`` (the spatial sizes, optionally with the batch and channel dims)
+        picks the ``output_padding`` that reaches it, as PyTorch's ``_output_padding``.
+
+        Raises:
+            ValueError: ``output_size`` of the wrong length, or outside the sizes this
+                layer can produce for the input.
+        """
         fn = conv_transpose1d if self.nsp == 1 else conv_transpose2d
         return fn(input, self.weight, self.bias, self.stride, self.padding,
-                  self.output_padding, self.groups, self.dilation)
+                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+    def _output_padding(self, input: Tensor, output_size):
+        if output_size is None:
+            return self.output_padding
+        n = self.nsp
+        lead = 2 if input.ndim == n + 2 else 1
+        size = list(output_size)
+        if len(size) == lead + n:
+            size = size[lead:]
+        if len(size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {input.ndim}D input, output_size must "
+                             f"have {n} or {lead + n} elements (got {len(output_size)})")
+        k, s, p, d = self.kernel_size, self.stride, self.padding, self.dilation
+        lo = [(input.shape[lead + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1
+              for i in range(n)]
+        hi = [lo[i] + s[i] - 1 for i in range(n)]
+        if any(not lo[i] <= size[i] <= hi[i] for i in range(n)):
+            raise ValueError(f"requested an output size of {size}, but valid sizes range from "
+                             f"{lo} to {hi} (for an input of {list(input.shape[lead:])})")
+        return tuple(size[i] - lo[i] for i in range(n))
 
 
 class ConvTranspose1d(_ConvTranspose):

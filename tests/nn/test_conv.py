@@ -150,3 +150,23 @@ def test_conv_errors():
     with pytest.raises(ValueError, match="output padding"):
         F.conv_transpose2d(x, ad.Tensor(np.zeros((3, 2, 3, 3), np.float32)), stride=2,
                            output_padding=2)
+
+
+@pytest.mark.parametrize("cls,shape,size", [
+    ("ConvTranspose2d", (2, 3, 5, 4), (10, 8)),
+    ("ConvTranspose2d", (2, 3, 5, 4), (2, 4, 9, 8)),
+    ("ConvTranspose1d", (3, 7), (14,)),
+])
+def test_conv_transpose_output_size_picks_output_padding(cls, shape, size):
+    """``forward(x, output_size=...)`` as PyTorch's: the output_padding reaching the size."""
+    torch.manual_seed(0)
+    theirs = getattr(torch.nn, cls)(3, 4, 3, stride=2, padding=1)
+    ours = getattr(nn, cls)(3, 4, 3, stride=2, padding=1)
+    ours.load_state_dict(theirs.state_dict())
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    y = ours(ad.tensor(x), output_size=size)
+    ad.execute()
+    ref = theirs(torch.tensor(x), output_size=size).detach().numpy()
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="valid sizes range from"):
+        ours(ad.tensor(x), output_size=[s + 5 for s in size[-len(shape) + 2:]])
