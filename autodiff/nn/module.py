@@ -312,8 +312,7 @@ class Module:
 
     def load_state_dict(self, state, strict: bool = True, assign: bool = False):
         """Set values from ``{name: array}`` (numpy arrays or torch tensors, e.g. a PyTorch
-        model's ``state_dict()``; integer buffers such as ``num_batches_tracked`` arrive as
-        int64 and are stored as int32).
+        model's ``state_dict()``), each converted to the buffer's or parameter's dtype.
 
         Returns:
             ``IncompatibleKeys(missing_keys, unexpected_keys)``.

@@ -211,7 +211,7 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", Tensor(np.zeros(c, np.float32)))
             self.register_buffer("running_var", Tensor(np.ones(c, np.float32)))
-            self.register_buffer("num_batches_tracked", Tensor(np.zeros((), np.int32)))
+            self.register_buffer("num_batches_tracked", Tensor(np.zeros((), np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
@@ -236,7 +236,7 @@ class _BatchNorm(Module):
         if self.training and self.track_running_stats:
             with no_grad():
                 nbt = self.num_batches_tracked
-                nbt.copy_(nbt.float() + 1.0)                 # int32 buffer, +1 on the device
+                nbt.add_(1)                                  # int64 (torch's), on the device
                 if self.momentum is None:                    # cumulative moving average
                     momentum = 1.0 / nbt.float()
         use_batch = self.training or not self.track_running_stats
@@ -319,7 +319,7 @@ class _InstanceNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", Tensor(np.zeros(num_features, np.float32)))
             self.register_buffer("running_var", Tensor(np.ones(num_features, np.float32)))
-            self.register_buffer("num_batches_tracked", Tensor(np.zeros((), np.int32)))
+            self.register_buffer("num_batches_tracked", Tensor(np.zeros((), np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)

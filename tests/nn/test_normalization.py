@@ -86,7 +86,8 @@ def test_batch_norm_gradients_and_torch_state_dict():
         t.num_batches_tracked.fill_(7)
     m = nn.BatchNorm2d(3)
     m.load_state_dict(t.state_dict())
-    assert m.num_batches_tracked.dtype == "int32" and m.num_batches_tracked.item() == 7
+    assert m.num_batches_tracked.dtype == "int64" and m.num_batches_tracked.item() == 7
+    assert m.state_dict()["num_batches_tracked"].dtype == t.num_batches_tracked.numpy().dtype
     x = _rand((2, 3, 4, 3), 3)
     xa = ad.Tensor(x, requires_grad=True)
     g = _rand((2, 3, 4, 3), 4)
