@@ -30,7 +30,7 @@ from ..graph.trace import no_grad
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "OneCycleLR",
-           "SequentialLR"]
+           "SequentialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau"]
 
 
 # -- arithmetic on a step that is a Python float (host) or a 0-d tensor (device) --------------
@@ -432,6 +432,142 @@ class OneCycleLR(LRScheduler):
         with no_grad():
             for i, m in enumerate(self._moms):
                 m.copy_(self._at(self._step_t, i, False))
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR (Loshchilov and Hutter, 2017): cosine annealing from ``base_lr`` to ``eta_min``
+    over ``T_i`` steps, restarted at every cycle's end, cycles ``T_0``, ``T_0 * T_mult``, ...
+    Closed form in the step (the cycle from the boundaries it passed: exact for counts
+    below ``2**24``; 40 cycles at most, the last continuing after).
+
+    Raises:
+        ValueError: ``T_0`` not a positive int, ``T_mult`` not an int >= 1.
+    """
+    MAX_CYCLES = 40
+
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
+                 last_epoch: int = -1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0, self.T_mult, self.eta_min = T_0, T_mult, float(eta_min)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, t, i):
+        if self.T_mult == 1:
+            start, length = _floor(t * (1.0 / self.T_0)) * float(self.T_0), float(self.T_0)
+        else:
+            start, length, edge, span = 0.0, float(self.T_0), 0.0, float(self.T_0)
+            for _ in range(self.MAX_CYCLES):        # the cycles whose start t has passed
+                edge, span = edge + span, span * self.T_mult
+                past = _ge(t, edge)
+                start, length = _if(past, edge, start), _if(past, span, length)
+        frac = (t - start) * (1.0 / length) if isinstance(length, float) else \
+            (t - start) / length
+        return (_cos(frac * math.pi) + 1.0) * ((self.base_lrs[i] - self.eta_min) / 2.0) \
+            + self.eta_min
+
+
+class ReduceLROnPlateau:
+    """``torch.optim.lr_scheduler.ReduceLROnPlateau`` on the device: ``step(metric)`` (a
+    0-d tensor computed in the loop, e.g. a validation loss) multiplies every group's rate
+    by ``factor`` (not below ``min_lr``; changes under ``eps`` are skipped) after more than
+    ``patience`` steps without improving on the best value (``threshold``, ``rel`` or
+    ``abs``), then waits ``cooldown`` steps. The best value, the step counters and the
+    rates are variables: no host work per step.
+
+    Raises:
+        ValueError: bad ``mode``, ``threshold_mode`` or ``factor >= 1``, or ``min_lr`` of
+            another length than the groups.
+    """
+
+    def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
+                 min_lr=0.0, eps: float = 1e-8):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode {mode} is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"threshold mode {threshold_mode} is unknown!")
+        groups = optimizer.param_groups
+        mins = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * len(groups)
+        if len(mins) != len(groups):
+            raise ValueError(f"expected {len(groups)} min_lrs, got {len(mins)}")
+        self.optimizer, self.mode, self.factor = optimizer, mode, float(factor)
+        self.patience, self.cooldown, self.eps = int(patience), int(cooldown), float(eps)
+        self.threshold, self.threshold_mode = float(threshold), threshold_mode
+        self.min_lrs = [float(m) for m in mins]
+        worst = math.inf if mode == "min" else -math.inf
+        self._best = Tensor(np.float32(worst))
+        self._bad = Tensor(np.float32(0.0))            # num_bad_epochs
+        self._cool = Tensor(np.float32(0.0))           # cooldown_counter
+        self._step_t = Tensor(np.float32(0.0))
+        self._lrs = []
+        for g in groups:
+            lr = g["lr"]
+            if not (isinstance(lr, Tensor) and lr._var is not None):
+                lr = Tensor(np.float32(_value(lr)))
+                g["lr"] = lr
+            self._lrs.append(lr)
+
+    def _better(self, a, best):
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return a < (best * (1.0 - self.threshold) if rel else best - self.threshold)
+        return a > (best * (self.threshold + 1.0) if rel else best + self.threshold)
+
+    def step(self, metrics, epoch=None) -> None:
+        """Trace one step with ``metrics`` (a 0-d tensor or a number)."""
+        with no_grad():
+            m = metrics if isinstance(metrics, Tensor) else Tensor(np.float32(metrics))
+            m = m.float().reshape(())
+            self._step_t.add_(1.0)
+            better = self._better(m, self._best)
+            self._best.copy_(where(better, m, self._best))
+            bad = where(better, 0.0, self._bad + 1.0)
+            cooling = self._cool > 0
+            self._cool.copy_(where(cooling, self._cool - 1.0, self._cool))
+            bad = where(cooling, 0.0, bad)                 # ignored during the cooldown
+            reduce = bad > float(self.patience)
+            for lr, lo in zip(self._lrs, self.min_lrs):
+                new = (lr * self.factor).maximum(lo)
+                lr.copy_(where(reduce & (lr - new > self.eps), new, lr))
+            self._cool.copy_(where(reduce, float(self.cooldown), self._cool))
+            self._bad.copy_(where(reduce, 0.0, bad))
+
+    @property
+    def best(self) -> float:
+        return _value(self._best)
+
+    @property
+    def num_bad_epochs(self) -> int:
+        return int(_value(self._bad))
+
+    @property
+    def last_epoch(self) -> int:
+        return int(_value(self._step_t))
+
+    def get_last_lr(self) -> list[float]:
+        return [_value(v) for v in self._lrs]
+
+    def state_dict(self) -> dict:
+        skip = {"optimizer", "_best", "_bad", "_cool", "_step_t", "_lrs"}
+        out = {k: v for k, v in self.__dict__.items() if k not in skip}
+        out.update(best=self.best, num_bad_epochs=self.num_bad_epochs,
+                   cooldown_counter=int(_value(self._cool)), last_epoch=self.last_epoch,
+                   _last_lr=self.get_last_lr())
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        for k, v in state_dict.items():
+            var = {"best": self._best, "num_bad_epochs": self._bad,
+                   "cooldown_counter": self._cool, "last_epoch": self._step_t}.get(k)
+            if var is not None:
+                var._var.value = np.asarray(v, np.float32).reshape(())
+            elif k != "_last_lr":
+                setattr(self, k, v)
 
 
 class SequentialLR(LRScheduler):

@@ -125,3 +125,50 @@ def test_loading_a_state_dict_keeps_the_schedule_bound():
     assert g["lr"] is lr_var and g["betas"][0] is beta_var and g["betas"][1] == 0.99
     assert float(lr_var.numpy()) == pytest.approx(0.05) and sched.get_last_lr() == [
         pytest.approx(0.05)]
+
+
+@pytest.mark.parametrize("kw", [dict(T_0=3), dict(T_0=2, T_mult=2, eta_min=0.001),
+                                dict(T_0=1, T_mult=3)])
+def test_cosine_annealing_warm_restarts_matches_torch(kw):
+    w, b, lrs, _, sched = ours(lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+                               lambda o: S.CosineAnnealingWarmRestarts(o, **kw), steps=30)
+    tw, tb, tlrs, _, tsched = theirs(lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                                     lambda o: T.CosineAnnealingWarmRestarts(o, **kw), steps=30)
+    np.testing.assert_allclose(lrs, tlrs, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(patience=1, factor=0.5),
+    dict(mode="max", patience=0, factor=0.3, cooldown=2, threshold=0.05, min_lr=0.004),
+    dict(threshold_mode="abs", threshold=0.01, patience=2, min_lr=[0.02, 0.001]),
+])
+def test_reduce_lr_on_plateau_decides_on_the_device_as_torch(kw):
+    """The metric is computed in the loop (no host work): a noisy plateau."""
+    metrics = np.float32([1.0, 0.9, 0.95, 0.91, 0.92, 0.93, 0.5, 0.6, 0.61, 0.7, 0.4, 0.45,
+                          0.44, 0.46, 0.47, 0.5])
+    it, lrs = iter(metrics), []
+    w = ad.tensor(np.zeros(2, np.float32), requires_grad=True)
+    b = ad.tensor(np.zeros(1, np.float32), requires_grad=True)
+    opt = optim.SGD([{"params": [w]}, {"params": [b], "lr": 0.02}], lr=0.05)
+    sched = S.ReduceLROnPlateau(opt, **kw)
+
+    def body():
+        m = ad.Feeder(lambda: np.asarray(next(it)), [])
+        sched.step(m * 1.0)
+        ad.Receiver(lambda a, c: lrs.append((float(a), float(c))),
+                    [opt.param_groups[0]["lr"], opt.param_groups[1]["lr"]])
+    ad.ir_for(len(metrics), body)
+    ad.execute(device="numpy")
+    tw, tb = torch.zeros(2, requires_grad=True), torch.zeros(1, requires_grad=True)
+    topt = torch.optim.SGD([{"params": [tw]}, {"params": [tb], "lr": 0.02}], lr=0.05)
+    tsched = T.ReduceLROnPlateau(topt, **kw)
+    tlrs = []
+    for m in metrics:
+        tsched.step(float(m))
+        tlrs.append((topt.param_groups[0]["lr"], topt.param_groups[1]["lr"]))
+    np.testing.assert_allclose(lrs, tlrs, rtol=1e-6)
+    assert sched.num_bad_epochs == tsched.num_bad_epochs
+    assert sched.best == pytest.approx(tsched.best)
+    assert sched.state_dict()["cooldown_counter"] == tsched.cooldown_counter
