@@ -29,6 +29,12 @@ CASES = [
     ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1, maximize=True)),
+    ("Rprop", dict(lr=0.01)),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.08))),
+    ("ASGD", dict(lr=0.05)),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=4, weight_decay=0.1)),
 ]
 
 
