@@ -30,7 +30,8 @@ from ..graph.trace import no_grad
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "OneCycleLR",
-           "SequentialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau"]
+           "SequentialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
+           "ChainedScheduler"]
 
 
 # -- arithmetic on a step that is a Python float (host) or a 0-d tensor (device) --------------
@@ -105,9 +106,16 @@ class LRScheduler:
         self._initial_step(last_epoch + 1)
 
     def _initial_step(self, t: int) -> None:
-        """PyTorch's step at construction: the rates at step ``t``, set on the host."""
+        """PyTorch's step at construction: the rates at step ``t``, set on the host; a
+        chainable schedule starting (``t`` 0) scales the current rate by its closed form's
+        start over ``base_lr`` (so a second scheduler on the same optimizer composes with
+        the first, as PyTorch's ``get_lr`` at step 0 does)."""
         for i, v in enumerate(self._lrs):
-            v._var.value = np.asarray(self.lr_at(float(t), i), np.float32).reshape(())
+            new = float(self.lr_at(float(t), i))
+            base, o = self.base_lrs[i], self.offset
+            if self.chainable and t == 0 and base != o:
+                new = (float(v._var.value) - o) * (new - o) / (base - o) + o
+            v._var.value = np.asarray(new, np.float32).reshape(())
 
     def lr_at(self, t, i: int):
         """Learning rate of group ``i`` at step ``t`` (float or 0-d tensor)."""
@@ -606,3 +614,38 @@ class SequentialLR(LRScheduler):
         for m, s in zip(self._milestones, self._schedulers[1:]):
             out = _if(_ge(t, m), s.lr_at(t - float(m), i), out)
         return out
+
+
+class ChainedScheduler:
+    """``torch.optim.lr_scheduler.ChainedScheduler``: every scheduler's ``step()`` in turn
+    (chainable schedules multiply into the same rate variable), e.g. a ``ConstantLR``
+    warmup with an ``ExponentialLR`` decay.
+
+    Raises:
+        ValueError: schedulers of different optimizers.
+    """
+
+    def __init__(self, schedulers, optimizer=None):
+        self._schedulers = list(schedulers)
+        if not self._schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler")
+        self.optimizer = optimizer or self._schedulers[0].optimizer
+        for k, sch in enumerate(self._schedulers):
+            if sch.optimizer is not self.optimizer:
+                raise ValueError(f"ChainedScheduler expects all schedulers to belong to the "
+                                 f"same optimizer, but got scheduler {type(sch).__name__} at "
+                                 f"index {k} to be different")
+
+    def step(self) -> None:
+        for sch in self._schedulers:
+            sch.step()
+
+    def get_last_lr(self) -> list[float]:
+        return self._schedulers[-1].get_last_lr()
+
+    def state_dict(self) -> dict:
+        return {"_schedulers": [sch.state_dict() for sch in self._schedulers]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        for sch, st in zip(self._schedulers, state_dict["_schedulers"]):
+            sch.load_state_dict(st)

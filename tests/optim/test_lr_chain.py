@@ -163,3 +163,32 @@ def test_rate_set_in_a_branch_without_a_scheduler():
     with pytest.raises(RuntimeError, match=r"\['lr'\] is set at .*test_lr_chain.py:\d+ after "
                                            r"the optimizer read it"):
         _branch_run(ad, xs, w0, False)
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_two_schedulers_on_one_optimizer_compose(chained):
+    """A ConstantLR warmup and an ExponentialLR decay on one optimizer, stepped together
+    (``ChainedScheduler`` or by hand): each scales the rate the other left, from the
+    constructors' initial steps on (the second constructor used to reset the first's
+    factor)."""
+    def run(lib, S_):
+        opt = (torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=0.05) if lib is torch
+               else optim.SGD([ad.tensor(np.zeros(2, np.float32), requires_grad=True)],
+                              lr=0.05))
+        a = S_.ConstantLR(opt, factor=0.1, total_iters=3)
+        b = S_.ExponentialLR(opt, gamma=0.9)
+        chain = S_.ChainedScheduler([a, b]) if chained else None
+        lrs = []
+        if lib is torch:
+            for _ in range(8):
+                lrs.append(opt.param_groups[0]["lr"])
+                chain.step() if chained else (a.step(), b.step())
+            return lrs
+
+        def body():
+            ad.Receiver(lambda v: lrs.append(float(v)), [opt.param_groups[0]["lr"]])
+            chain.step() if chained else (a.step(), b.step())
+        ad.ir_for(8, body)
+        ad.execute(device="numpy")
+        return lrs
+    np.testing.assert_allclose(run(ad, S), run(torch, T), rtol=1e-5)
