@@ -31,7 +31,7 @@ from ..graph.trace import no_grad
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "OneCycleLR",
            "SequentialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
-           "ChainedScheduler"]
+           "ChainedScheduler", "CyclicLR"]
 
 
 # -- arithmetic on a step that is a Python float (host) or a 0-d tensor (device) --------------
@@ -475,6 +475,89 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             (t - start) / length
         return (_cos(frac * math.pi) + 1.0) * ((self.base_lrs[i] - self.eta_min) / 2.0) \
             + self.eta_min
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith, 2017), as ``torch.optim.lr_scheduler.CyclicLR``:
+    the rate goes from ``base_lr`` up to ``max_lr`` in ``step_size_up`` steps and back in
+    ``step_size_down``; ``mode`` ``"triangular"`` (constant amplitude), ``"triangular2"``
+    (halved every cycle) or ``"exp_range"`` (times ``gamma ** t``), or a ``scale_fn`` traced
+    on the cycle (or step) tensor. With ``cycle_momentum`` the momentum (``betas[0]``)
+    moves inversely between ``max_momentum`` and ``base_momentum`` on the device.
+
+    Raises:
+        ValueError: an unknown ``mode``, or momentum cycling on an optimizer without one.
+    """
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up: int = 2000,
+                 step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn=None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum=0.8, max_momentum=0.9,
+                 last_epoch: int = -1):
+        groups = optimizer.param_groups
+        per = lambda v: list(v) if isinstance(v, (list, tuple)) else [v] * len(groups)  # noqa
+        base_lrs = [float(b) for b in per(base_lr)]
+        if last_epoch == -1:
+            for g, b in zip(groups, base_lrs):
+                g["lr"] = b
+                g["initial_lr"] = b
+        self.max_lrs = [float(m) for m in per(max_lr)]
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, float(gamma)
+        if scale_fn is None:
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+            self._scale = {"triangular": lambda x: 1.0,
+                           "triangular2": lambda x: 0.5 ** (x - 1.0),
+                           "exp_range": lambda x: self.gamma ** x}[mode]
+        else:
+            self.scale_mode, self._scale = scale_mode, scale_fn
+        self.cycle_momentum, self._moms = cycle_momentum, []
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = [float(m) for m in per(base_momentum)]
+            self.max_momentums = [float(m) for m in per(max_momentum)]
+            for g, hi in zip(groups, self.max_momentums):
+                mom = Tensor(np.float32(hi))
+                if self.use_beta1:
+                    g["betas"] = (mom, *g["betas"][1:])
+                else:
+                    g["momentum"] = mom
+                self._moms.append(mom)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _height(self, t, lo: float, hi: float):
+        """``(hi - lo) * scale_factor * scale_fn(...)`` at step ``t``."""
+        cycle = _floor(t * (1.0 / self.total_size) + 1.0)
+        x = t * (1.0 / self.total_size) + 1.0 - cycle
+        r = self.step_ratio
+        factor = _if(x <= r, x * (1.0 / r), (x - 1.0) * (1.0 / (r - 1.0)))
+        return factor * (hi - lo) * self._scale(cycle if self.scale_mode == "cycle" else t)
+
+    def lr_at(self, t, i):
+        base = float(self.optimizer.param_groups[i]["initial_lr"])
+        return self._height(t, base, self.max_lrs[i]) + base
+
+    def _initial_step(self, t: int) -> None:
+        super()._initial_step(t)
+        for i, m in enumerate(self._moms):
+            hi = self.max_momentums[i]
+            v = hi - self._height(float(t), self.base_momentums[i], hi)
+            m._var.value = np.asarray(v, np.float32).reshape(())
+
+    def step(self, epoch: int | None = None) -> None:
+        super().step(epoch)
+        with no_grad():
+            for i, m in enumerate(self._moms):
+                hi = self.max_momentums[i]
+                m.copy_(hi - self._height(self._step_t, self.base_momentums[i], hi))
 
 
 class ReduceLROnPlateau:

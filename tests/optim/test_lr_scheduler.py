@@ -172,3 +172,21 @@ def test_reduce_lr_on_plateau_decides_on_the_device_as_torch(kw):
     assert sched.num_bad_epochs == tsched.num_bad_epochs
     assert sched.best == pytest.approx(tsched.best)
     assert sched.state_dict()["cooldown_counter"] == tsched.cooldown_counter
+
+
+@pytest.mark.parametrize("kw", [
+    dict(base_lr=0.01, max_lr=0.1, step_size_up=3),
+    dict(base_lr=[0.01, 0.02], max_lr=0.1, step_size_up=2, step_size_down=4,
+         mode="triangular2"),
+    dict(base_lr=0.01, max_lr=0.1, step_size_up=3, mode="exp_range", gamma=0.9),
+])
+def test_cyclic_lr_matches_torch(kw):
+    """Rates and the cycled momentum (SGD's) against torch, over several cycles."""
+    w, b, lrs, opt, sched = ours(lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+                                 lambda o: S.CyclicLR(o, **kw), steps=20)
+    tw, tb, tlrs, topt, tsched = theirs(lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                                        lambda o: T.CyclicLR(o, **kw), steps=20)
+    np.testing.assert_allclose(lrs, tlrs, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(opt.param_groups[1]["momentum"].numpy()),
+                               topt.param_groups[1]["momentum"], rtol=1e-5)
