@@ -75,6 +75,13 @@ METHOD_FUNCTIONS = (
     "kron", "cross",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+    # more elementwise, shape, linear algebra and index updates
+    "deg2rad", "rad2deg", "sinc", "signbit", "heaviside", "erfc", "ravel", "select", "rot90",
+    "tensor_split", "take", "trace", "dist", "renorm", "matrix_power", "index_copy",
+    "index_put", "select_scatter", "slice_scatter", "diagonal_scatter", "bernoulli",
+    # value-dependent shapes (values known while tracing), and histc
+    "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount",
+    "histc",
 )
 for _name in METHOD_FUNCTIONS:
     globals()[_name] = _fn(_name)

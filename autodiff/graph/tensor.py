@@ -21,8 +21,9 @@ from ..errors import ShapeError
 from . import dtypes, grad_state, ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
-from .mixins import (CreationMixin, DTypeMixin, ElementwiseMixin, IndexingMixin,
-                     LinalgMixin, MovementMixin, ReduceMixin, ScanMixin, WindowMixin)
+from .mixins import (CreationMixin, DTypeMixin, DynamicShapeMixin, ElementwiseMixin,
+                     IndexingMixin, LinalgMixin, MetaMixin, MovementMixin, RandomMixin,
+                     ReduceMixin, ScanMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
 from .mixins.dtype import binary as _promoted_binary, promoted as _promoted
 from .trace import OWNERS, TRACER, no_grad, user_site
@@ -36,7 +37,9 @@ def _as_array(data, dtype=None) -> np.ndarray:
         TypeError: an unknown dtype.
         OverflowError: int64 data outside the int32 storage.
     """
-    if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor
+    if isinstance(data, Tensor):                              # its current value
+        data = data.numpy()
+    elif type(data).__module__.startswith("torch"):          # a torch tensor
         data = data.detach().cpu()
         if str(data.dtype) == "torch.bfloat16":               # numpy has no bfloat16
             dtype = dtype if dtype is not None else "bfloat16"
@@ -50,7 +53,8 @@ def _as_array(data, dtype=None) -> np.ndarray:
 
 #: the op-family mixins, in method-resolution order (one line to extend)
 MIXINS = (DTypeMixin, CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin,
-          ScanMixin, IndexingMixin, WindowMixin, LinalgMixin)
+          ScanMixin, IndexingMixin, WindowMixin, LinalgMixin, MetaMixin, RandomMixin,
+          DynamicShapeMixin)
 
 
 class Tensor(*MIXINS):

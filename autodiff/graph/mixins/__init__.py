@@ -8,13 +8,17 @@ operand: a tensor, a Python number, a numpy array).
 """
 from .creation import CreationMixin
 from .dtype import DTypeMixin
+from .dynamic import DynamicShapeMixin
 from .elementwise import ElementwiseMixin
 from .indexing import IndexingMixin
 from .linalg import LinalgMixin
+from .meta import MetaMixin
 from .movement import MovementMixin
+from .random import RandomMixin
 from .reduce import ReduceMixin
 from .scan import ScanMixin
 from .window import WindowMixin
 
-__all__ = ["CreationMixin", "DTypeMixin", "ElementwiseMixin", "IndexingMixin", "LinalgMixin",
-           "MovementMixin", "ReduceMixin", "ScanMixin", "WindowMixin"]
+__all__ = ["CreationMixin", "DTypeMixin", "DynamicShapeMixin", "ElementwiseMixin",
+           "IndexingMixin", "LinalgMixin", "MetaMixin", "MovementMixin", "RandomMixin",
+           "ReduceMixin", "ScanMixin", "WindowMixin"]

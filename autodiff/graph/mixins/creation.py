@@ -195,6 +195,61 @@ class CreationMixin:
         u2 = self._wrap(ops.rand(self.shape, seed, 2 * stream + 1))
         return ((1.0 - u1).log() * -2.0).sqrt() * (u2 * (2.0 * math.pi)).cos()
 
+    # -- new_* ----------------------------------------------------------------------------
+    def _new(self, shape, value, dtype, requires_grad: bool):
+        """A new tensor of ``shape`` filled with ``value``, of ``dtype`` (default: this
+        tensor's), like ``torch.full(shape, value, dtype=...)``: a variable at the top level
+        of a program (data, as :meth:`zeros`), a constant fill inside a loop or branch body
+        (fresh in every iteration, where PyTorch would allocate it in every iteration too)
+        unless it requires grad."""
+        from ..trace import TRACER
+        dt = dtypes.name(dtype) if dtype is not None else self.dtype.name
+        shape = tuple(int(d) for d in shape)
+        if requires_grad or TRACER.scope is TRACER.root:
+            return type(self)(np.full(shape, value), requires_grad, dt)
+        return self._wrap(ops.const(value, shape, dt))
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False,
+                  layout=None, pin_memory: bool = False):
+        """Zeros of ``size`` (``x.new_zeros(2, 3)`` or ``((2, 3))``) of this tensor's dtype
+        unless ``dtype`` is given (``torch.Tensor.new_zeros``; see :meth:`_new`)."""
+        return self._new(shape_args(size), 0, dtype, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False,
+                 layout=None, pin_memory: bool = False):
+        """Ones of ``size`` of this tensor's dtype unless ``dtype`` is given."""
+        return self._new(shape_args(size), 1, dtype, requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False,
+                  layout=None, pin_memory: bool = False):
+        """A tensor of ``size`` (zeros: uninitialised memory is never exposed)."""
+        return self._new(shape_args(size), 0, dtype, requires_grad)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None,
+                 requires_grad: bool = False, layout=None, pin_memory: bool = False):
+        """``fill_value`` in a tensor of ``size``, of this tensor's dtype unless ``dtype`` is
+        given (a float into an integer dtype truncates, as PyTorch)."""
+        size = (size,) if isinstance(size, numbers.Integral) else tuple(size)
+        return self._new(size, fill_value, dtype, requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False,
+                   layout=None, pin_memory: bool = False):
+        """A tensor made from ``data`` (a copy), of this tensor's dtype unless ``dtype`` is
+        given (``torch.Tensor.new_tensor``: ``int_tensor.new_tensor([1.5])`` is ``[1]``).
+        A traced tensor as ``data`` gives its detached value (``clone().detach()``)."""
+        dt = dtype if dtype is not None else self.dtype
+        if hasattr(data, "node") and hasattr(data, "_var"):
+            from .scan import known_values
+            known = known_values(data)
+            if known is None:
+                if requires_grad:
+                    raise RuntimeError("new_tensor(requires_grad=True): the data is a traced "
+                                       "tensor, whose values exist only when the program "
+                                       "runs; a tensor that requires grad is made from data")
+                return data.detach().to(dt)
+            data = known
+        return type(self)(data, requires_grad, dt)
+
     # -- triangles -----------------------------------------------------------------------
     def _tri_mask(self, diagonal: int, upper: bool):
         if self.ndim < 2:

@@ -455,6 +455,227 @@ class IndexingMixin:
         """In-place :meth:`masked_scatter` (``mask`` must broadcast to this shape)."""
         return self._set_promoted(self.masked_scatter(mask, source))
 
+    # -- flat reads, slice and index writes -------------------------------------------------
+    def take(self, index):
+        """Elements at the flat (row-major) positions ``index`` (an integer tensor of any
+        shape, the result's), negative ones counted from the end (``torch.take``).
+
+        Raises:
+            RuntimeError: a non-integer index.
+            IndexError: an index out of range: while tracing when its values are known
+                (data), else when the program runs (the ``GATHER`` stops it).
+        """
+        index = index if _is_tensor(index) else self._const(np.asarray(index, np.int32))
+        if index.dtype not in ("int32", "int64"):
+            raise RuntimeError(f"take(): Expected a long tensor for index, but got "
+                               f"{index.dtype}")
+        n = self.numel()
+        known = known_values(index)
+        if known is not None and ((known < -n) | (known >= n)).any():
+            bad = int(known[(known < -n) | (known >= n)].reshape(-1)[0])
+            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
+                             f"elements.")
+        return self.reshape(-1)._take_rows(index)
+
+    def _index_arg(self, name: str, dim: int, index):
+        """(dim, 1-D int tensor) of an ``index_*`` op after PyTorch's checks; indices known
+        while tracing must lie in ``[0, n)`` (``IndexError``), traced ones out of range are
+        mapped to ``n`` so that the ``SCATTER_ADD`` stops the run."""
+        d = self._dim(dim)
+        if not _is_tensor(index):
+            raise TypeError(f"{name}(): index must be a Tensor, got {type(index).__name__}")
+        if index.dtype not in ("int32", "int64"):
+            raise IndexError(f"{name}(): Expected a long tensor for index, but got "
+                             f"{index.dtype}")
+        if index.ndim > 1:
+            raise IndexError(f"{name}(): Index should have dimension 1 or 0 (got "
+                             f"{index.ndim})")
+        n = self.shape[d] if self.ndim else 1
+        known = known_values(index)
+        if known is not None and ((known < 0) | (known >= n)).any():
+            bad = int(known[(known < 0) | (known >= n)].reshape(-1)[0])
+            raise IndexError(f"{name}(): index {bad} is out of bounds for dimension {d} with "
+                             f"size {n}")
+        idx = index.reshape(-1)
+        if known is None:
+            with no_grad():
+                f = idx.float()
+                idx = self._wrap(ops.const(float(n), ())).where(
+                    (f < 0).float() + (f >= n).float() > 0, f).int()
+        return d, idx
+
+    def index_copy(self, dim: int, index, source):
+        """A copy with the slices ``index`` (1-D, in ``[0, n)``) of dim ``dim`` replaced by
+        the slices of ``source`` (``torch.index_copy``): ``source`` rows placed by a
+        ``SCATTER_ADD``, taken where an index hit. Gradients: ``source`` gets the upstream
+        gradient at its rows, ``self`` where no index hit. A duplicate index adds its rows
+        (PyTorch leaves the result unspecified).
+
+        Raises:
+            RuntimeError: ``source`` of another dtype or shape (this tensor's, with
+                ``len(index)`` at ``dim``).
+            IndexError: a non-integer index of rank > 1, or out of range (while tracing
+                when known; when the program runs otherwise).
+        """
+        d, idx = self._index_arg("index_copy_", dim, index)
+        if not _is_tensor(source) or source.dtype != self.dtype:
+            raise RuntimeError(f"index_copy_(): self and source expected to have the same "
+                               f"dtype, but got (self) {self.dtype} and (source) "
+                               f"{getattr(source, 'dtype', type(source).__name__)}")
+        want = list(self.shape)
+        if self.ndim:
+            want[d] = idx.shape[0]
+        fits = list(source.shape) == want if self.ndim else \
+            source.numel() == idx.shape[0] == 1
+        if not fits:
+            raise RuntimeError(f"index_copy_(): source of shape {list(source.shape)} does not "
+                               f"fit self of shape {list(self.shape)} with {idx.shape[0]} "
+                               f"indices along dim {d} (expected {want})")
+        x = self.movedim(d, 0) if self.ndim else self.reshape(1)
+        src = source.movedim(d, 0) if self.ndim else source.reshape(1)
+        n = x.shape[0]
+        placed = self._wrap(ops.scatter_add(src.node, idx.node, n))
+        with no_grad():
+            ones = ops.const(1.0, (idx.shape[0],))
+            hit = self._wrap(ops.scatter_add(ones, idx.node, n)) > 0
+        out = placed.where(hit.reshape((n,) + (1,) * (x.ndim - 1)), x)
+        return out.movedim(0, d) if self.ndim else out.reshape(())
+
+    def index_copy_(self, dim: int, index, source):
+        """In-place :meth:`index_copy`."""
+        return self._set_promoted(self.index_copy(dim, index, source))
+
+    def index_put(self, indices, values, accumulate: bool = False):
+        """A copy with ``values`` (broadcast) written at ``self[indices]``, ``indices`` a
+        tuple of index tensors as ``x[i0, i1, ...]`` reads them (integer tensors, or a bool
+        mask whose values are known while tracing), as ``torch.index_put``; with
+        ``accumulate`` the values are added, duplicates included. One traced bool mask
+        with a single value is a ``where`` (a fixed shape). A duplicate index without
+        ``accumulate`` adds its values (PyTorch leaves the result unspecified).
+
+        Raises:
+            TypeError: ``indices`` not a tuple or list.
+            RuntimeError: ``values`` of another dtype (PyTorch's error); a traced bool mask
+                with more than one value (which elements it writes depends on its values).
+            IndexError: too many indices, or out of range (see ``x[key]``).
+        """
+        if not isinstance(indices, (tuple, list)):
+            raise TypeError(f"index_put(): argument 'indices' must be tuple of Tensors, not "
+                            f"{type(indices).__name__}")
+        v = values if _is_tensor(values) else self._wrap(self._lift(values))
+        if _is_tensor(values) and values.dtype != self.dtype:
+            raise RuntimeError(f"Index put requires the source and destination dtypes match, "
+                               f"got {self.dtype} for the destination and {values.dtype} for "
+                               f"the source.")
+        key = []
+        for k in indices:
+            if k is None:
+                key.append(slice(None))
+            elif _is_tensor(k) and k.dtype == "bool":
+                known = known_values(k)
+                if known is None:
+                    return self._put_traced_mask(indices, k, v, accumulate)
+                key.extend(np.nonzero(known))
+            else:
+                key.append(k)
+        key = tuple(key)
+        if not accumulate:
+            return self._put(key, v)
+        grid = self._const(np.arange(self.numel(), dtype=np.float32).reshape(self.shape))
+        flat = grid[key].int()
+        vals = v.to(self.dtype).broadcast_to(flat.shape).reshape(-1)
+        added = self._wrap(ops.scatter_add(vals.node, flat.reshape(-1).node, self.numel()))
+        return self + added.reshape(self.shape)
+
+    def _put_traced_mask(self, indices, mask, v, accumulate: bool):
+        """``index_put`` with one traced bool mask over the leading dims and one value."""
+        if len(indices) != 1 or v.numel() != 1 or mask.ndim > self.ndim or \
+                tuple(mask.shape) != tuple(self.shape[:mask.ndim]):
+            raise RuntimeError(f"index_put(): a traced bool mask (shape {list(mask.shape)}, "
+                               f"traced at {user_site()}) selects a number of elements that "
+                               f"depends on its values, which an ahead-of-time compiled "
+                               f"program cannot have; here it works alone, over the leading "
+                               f"dims, with one value (a where): use masked_fill/where or "
+                               f"masked_scatter")
+        m = mask.reshape(tuple(mask.shape) + (1,) * (self.ndim - mask.ndim))
+        val = v.reshape(()).to(self.dtype)
+        return (self + val.where(m, 0)) if accumulate else val.where(m, self)
+
+    def index_put_(self, indices, values, accumulate: bool = False):
+        """In-place :meth:`index_put`."""
+        return self._set_promoted(self.index_put(indices, values, accumulate))
+
+    def _scatter_into(self, name: str, key, src):
+        """A copy with the basic-index view ``self[key]`` replaced by ``src``, whose shape
+        must be the view's (``select_scatter``, ``slice_scatter``)."""
+        view = self[key]
+        s = src if _is_tensor(src) else self._wrap(self._lift(src))
+        if tuple(s.shape) != tuple(view.shape):
+            raise RuntimeError(f"{name}: expected src to have a size equal to the slice of "
+                               f"self. src size = {list(s.shape)}, slice size = "
+                               f"{list(view.shape)}")
+        return self._put(key, s.to(self.dtype))
+
+    def select_scatter(self, src, dim: int, index: int):
+        """A copy with ``self.select(dim, index)`` replaced by ``src`` (of that shape)."""
+        self.select(dim, index)                                   # its checks
+        return self._scatter_into("select_scatter", (slice(None),) * self._dim(dim) +
+                                  (int(index),), src)
+
+    def slice_scatter(self, src, dim: int = 0, start=None, end=None, step: int = 1):
+        """A copy with ``self[..., start:end:step, ...]`` (along ``dim``) replaced by
+        ``src`` (of that shape)."""
+        return self._scatter_into("slice_scatter", (slice(None),) * self._dim(dim) +
+                                  (slice(start, end, step),), src)
+
+    def diagonal_scatter(self, src, offset: int = 0, dim1: int = 0, dim2: int = 1):
+        """A copy with ``self.diagonal(offset, dim1, dim2)`` replaced by ``src`` (of that
+        shape): ``src`` placed on the flattened matrices with step ``m + 1`` (the inverse
+        placement of :meth:`diagonal`) and selected by a ``where``."""
+        diag = self.diagonal(offset, dim1, dim2)
+        s = src if _is_tensor(src) else self._wrap(self._lift(src))
+        if tuple(s.shape) != tuple(diag.shape):
+            raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the "
+                               f"slice of self. src size = {list(s.shape)}, slice size = "
+                               f"{list(diag.shape)}")
+        a, b = self._dim(dim1), self._dim(dim2)
+        x = self.movedim((a, b), (-2, -1))
+        n, m = x.shape[-2:]
+        k = diag.shape[-1]
+        if k == 0:
+            return self.clone()
+        lead = x.shape[:-2]
+        flat = x.reshape(*lead, n * m)
+        start = offset if offset >= 0 else -offset * m
+        spec = tuple((0, dd, 1) for dd in lead) + ((start, start + (m + 1) * k, m + 1),)
+        placed = ops.unslice(s.to(self.dtype).node, spec, flat.shape)
+        inside = ops.unslice(ops.const(True, s.shape, "bool"), spec, flat.shape)
+        out = self._wrap(ops.where(inside, placed, flat.node)).reshape(x.shape)
+        return out.movedim((-2, -1), (a, b))
+
+    def fill_diagonal_(self, fill_value, wrap: bool = False):
+        """The main diagonal set to ``fill_value`` in place (``torch.fill_diagonal_``): of a
+        2-D tensor (``min(rows, cols)`` elements; with ``wrap``, a tall matrix continues
+        the diagonal every ``cols + 1`` rows, as PyTorch's storage walk does) or of an N-D
+        tensor whose dims are all equal (``x[i, i, ..., i]``).
+
+        Raises:
+            RuntimeError: rank < 2, or an N-D tensor with unequal dims.
+        """
+        if self.ndim < 2:
+            raise RuntimeError("dimensions must larger than 1")
+        if self.ndim > 2 and len(set(self.shape)) != 1:
+            raise RuntimeError("all dimensions of input must be of equal length")
+        h, w = self.shape[:2]
+        step = sum(int(np.prod(self.shape[i + 1:], dtype=np.int64)) for i in range(self.ndim))
+        count = min(h, w)
+        if wrap and self.ndim == 2 and h > w + 1:
+            count = -(-self.numel() // step)
+        mask = np.zeros(self.numel(), bool)
+        mask[np.arange(count) * step] = True
+        return self._set(self.masked_fill(self._const(mask.reshape(self.shape)),
+                                          fill_value).node)
+
     def _put(self, key, value):
         """This tensor's value with ``[key]`` replaced by ``value`` (out of place)."""
         out = self._wrap(self.node)

@@ -154,6 +154,50 @@ class LinalgMixin:
         """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``."""
         return _scaled_sum(self, _operand(self, batch1).bmm(batch2).sum(0), beta, alpha)
 
+    def trace(self):
+        """The sum of the main diagonal of a 2-D tensor (integers and bool give int64).
+
+        Raises:
+            RuntimeError: not 2-D.
+        """
+        if self.ndim != 2:
+            raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {self.ndim}")
+        return self.diagonal().sum()
+
+    def matrix_power(self, n: int):
+        """The matrix (or batch of matrices) multiplied by itself ``n`` times
+        (``torch.matrix_power``): the identity for ``n = 0``, else repeated squaring
+        (``ceil(log2 n)`` squarings and at most as many products).
+
+        Raises:
+            RuntimeError: rank < 2 or non-square matrices.
+            NotImplementedError: ``n < 0``, which needs a matrix inverse: autodiff has no
+                ``linalg.inv`` (no LU decomposition among the graph ops).
+        """
+        if self.ndim < 2:
+            raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "
+                               "dimensions.")
+        r, c = self.shape[-2:]
+        if r != c:
+            raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, "
+                               f"but they are {r} by {c} matrices")
+        n = int(n)
+        if n < 0:
+            raise NotImplementedError(f"matrix_power(n={n}): a negative power needs the matrix "
+                                      f"inverse, which autodiff lacks (no linalg.inv graph "
+                                      f"op); traced at {user_site()}")
+        if n == 0:
+            eye = self._const(np.eye(r, dtype=np.float32)).to(self.dtype)
+            return eye.broadcast_to(self.shape)
+        out, base = None, self
+        while n:
+            if n & 1:
+                out = base if out is None else out @ base
+            n >>= 1
+            if n:
+                base = base @ base
+        return out
+
     # -- Kronecker and cross products ----------------------------------------------------
     def kron(self, other):
         """The Kronecker product (``torch.kron``): the ranks padded with leading 1s to the

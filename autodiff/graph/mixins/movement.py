@@ -7,6 +7,7 @@ of the flattened matrix with step ``n + 1``, a repeat an expand between reshapes
 from __future__ import annotations
 
 import numbers
+import operator
 
 from ...errors import ShapeError
 from .. import ops
@@ -259,6 +260,52 @@ class MovementMixin:
         """Elements ``start:stop`` of dim ``dim`` (the original project's ``index``)."""
         return self._slice_dim(dim, start, stop)
 
+    def select(self, dim: int, index: int):
+        """The slice ``index`` of dim ``dim``, without that dim (``x[..., index, ...]``, a
+        view; ``index`` may be negative).
+
+        Raises:
+            IndexError: a 0-d tensor, or ``index`` out of range.
+        """
+        if self.ndim == 0:
+            raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        d = self._dim(dim)
+        i, n = operator.index(index), self.shape[d]
+        if not -n <= i < n:
+            raise IndexError(f"select(): index {i} out of range for tensor of size "
+                             f"{list(self.shape)} at dimension {d}")
+        return self[(slice(None),) * d + (i,)]
+
+    def ravel(self):
+        """The elements as a 1-D tensor, row-major (``reshape(-1)``; not a view, as
+        :meth:`reshape`)."""
+        return self.reshape(-1)
+
+    def rot90(self, k: int = 1, dims=(0, 1)):
+        """Rotated by ``k`` quarter turns in the plane of ``dims``, from the first dim
+        toward the second (``torch.rot90``): flips and a transpose (views).
+
+        Raises:
+            RuntimeError: ``dims`` not two different dims, or a tensor of rank < 2.
+        """
+        dims = tuple(dims)
+        if len(dims) != 2:
+            raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+        if self.ndim < 2:
+            raise RuntimeError(f"expected total dims >= 2, but got total dims = {self.ndim}")
+        a, b = self._dim(dims[0]), self._dim(dims[1])
+        if a == b:
+            raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {a} "
+                               f"and dim1 = {b}")
+        k %= 4
+        if k == 1:
+            return self.flip(b).transpose(a, b)
+        if k == 2:
+            return self.flip(a, b)
+        if k == 3:
+            return self.flip(a).transpose(a, b)
+        return self.clone()
+
     def narrow(self, dim: int, start: int, length: int):
         """Elements ``start .. start+length-1`` of dim ``dim`` (``start`` may be negative)."""
         d = self._dim(dim)
@@ -369,6 +416,58 @@ class MovementMixin:
         for s in sizes:
             out.append(self._slice_dim(d, at, at + s))
             at += s
+        return tuple(out)
+
+    def tensor_split(self, indices_or_sections, dim: int = 0):
+        """Views along ``dim`` (``torch.tensor_split``): ``n`` sections (an int: the first
+        ``size % n`` one longer), or the pieces between the listed indices (each piece
+        ``x[start:stop]`` with Python's slice rules: negative and too large indices are
+        allowed, pieces may be empty). A tensor argument is read as an int (0-d) or a list
+        (1-D) and must be known while tracing (data).
+
+        Raises:
+            RuntimeError: ``n`` below 1; a 0-d tensor; a traced tensor argument (a
+                piece's size would depend on its values); a tensor argument of another
+                dtype or rank.
+        """
+        if self.ndim == 0:
+            raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got "
+                               "a tensor with 0 dims")
+        d = self._dim(dim)
+        n = self.shape[d]
+        arg = indices_or_sections
+        if hasattr(arg, "node"):
+            from .scan import known_values
+            if arg.dtype not in ("int32", "int64") or arg.ndim > 1:
+                raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a "
+                                   f"zero-dimensional or one-dimensional tensor of dtype long, "
+                                   f"but got a {arg.ndim}-D {arg.dtype} tensor")
+            known = known_values(arg)
+            if known is None:
+                raise RuntimeError(f"tensor_split(): the indices are a traced tensor; the "
+                                   f"pieces' sizes would depend on its values, and an "
+                                   f"ahead-of-time compiled program needs static shapes "
+                                   f"(pass a list of ints; traced at {user_site()})")
+            arg = int(known) if known.ndim == 0 else [int(v) for v in known]
+        if isinstance(arg, numbers.Integral):
+            k = int(arg)
+            if k <= 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+            q, r = divmod(n, k)
+            bounds, at = [], 0
+            for i in range(k):
+                bounds.append((at, at + q + (i < r)))
+                at += q + (i < r)
+        else:
+            cuts = [int(v) for v in arg]
+            bounds = list(zip([0] + cuts, cuts + [n]))
+        out = []
+        for a, b in bounds:
+            a, b, _ = slice(a, b).indices(n)
+            b = max(a, b)
+            key = (slice(None),) * d + (slice(a, b),)
+            out.append(self._view(self._slice_dim(d, a, b), (lambda key: lambda base, v:
+                                                             base._put(key, v))(key)))
         return tuple(out)
 
     def chunk(self, chunks: int, dim: int = 0):

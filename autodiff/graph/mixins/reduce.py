@@ -325,6 +325,44 @@ class ReduceMixin:
             return x.abs().sum(dim, keepdim)
         return (x.abs() ** float(p)).sum(dim, keepdim) ** (1.0 / float(p))
 
+    def dist(self, other, p: float = 2):
+        """The ``p``-norm of ``self - other`` (broadcast), a 0-d tensor (``torch.dist``;
+        ``p`` as :meth:`norm`: 0, 1, 2, ``inf``, ``-inf`` or any other number).
+
+        Raises:
+            RuntimeError: a non-floating difference (PyTorch's norm rejects it).
+        """
+        diff = self - other
+        if not diff.is_floating_point():
+            raise RuntimeError(f"dist(): input dtype should be either floating point or "
+                               f"complex. Got {diff.dtype} instead.")
+        return diff.norm(p)
+
+    def renorm(self, p: float, dim: int, maxnorm: float):
+        """Each slice along ``dim`` whose ``p``-norm (over the other dims) exceeds
+        ``maxnorm`` scaled down to norm ``maxnorm``: multiplied by
+        ``maxnorm / (norm + 1e-7)``, as ``torch.renorm`` (the gradient goes through the
+        norm too, as PyTorch's).
+
+        Raises:
+            RuntimeError: rank < 2, ``p <= 0`` or ``maxnorm < 0``.
+        """
+        if self.ndim < 2:
+            raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {self.ndim} "
+                               f"dimensions")
+        if not p > 0:
+            raise RuntimeError("renorm: non-positive-norm not supported")
+        if maxnorm < 0:
+            raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+        d = self._dim(dim)
+        norm = self.norm(p, tuple(i for i in range(self.ndim) if i != d), keepdim=True)
+        big = norm > maxnorm
+        return self * (maxnorm / (norm + 1e-7)).where(big, 1.0)
+
+    def renorm_(self, p: float, dim: int, maxnorm: float):
+        """In-place :meth:`renorm`."""
+        return self._set_promoted(self.renorm(p, dim, maxnorm))
+
     # -- softmax ---------------------------------------------------------------------------
     def softmax(self, dim: int = -1, dtype=None):
         """``exp(x) / sum(exp(x))`` along ``dim``, the (detached) maximum subtracted first."""
