@@ -6,7 +6,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor
 from . import functional as F
-from .module import Module, Parameter
+from .module import Module, Parameter, bind_arguments
 
 
 class GELU(Module):
@@ -66,17 +66,7 @@ class _Elementwise(Module):
 
     def __init__(self, *args, **kwargs):
         super().__init__()
-        names = [a for a, _ in self.args]
-        values = dict(self.args)
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} arguments")
-        values.update(zip(names, args))
-        for k, v in kwargs.items():
-            if k not in values:
-                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
-                                f"'{k}'")
-            values[k] = v
-        for k, v in values.items():
+        for k, v in bind_arguments(type(self).__name__, self.args, args, kwargs).items():
             object.__setattr__(self, k, v)
 
     def forward(self, x: Tensor) -> Tensor:

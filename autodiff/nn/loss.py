@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..graph.tensor import Tensor
 from . import functional as F
 from .functional import reduce_loss
-from .module import Module
+from .module import Module, bind_arguments
 
 _LEGACY = ("size_average", "reduce")
 _BUFFERS = ("weight", "pos_weight")
@@ -34,16 +34,7 @@ class _Loss(Module):
 
     def __init__(self, *args, **kwargs):
         super().__init__()
-        names = [a for a, _ in self.args]
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} arguments")
-        values = dict(self.args)
-        values.update(zip(names, args))
-        for k, v in kwargs.items():
-            if k not in values:
-                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
-                                f"'{k}'")
-            values[k] = v
+        values = bind_arguments(type(self).__name__, self.args, args, kwargs)
         if any(values.get(k) is not None for k in _LEGACY):
             values["reduction"] = legacy_reduction(values.get("size_average"),
                                                    values.get("reduce"))

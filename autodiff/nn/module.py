@@ -26,6 +26,26 @@ class StateDictError(KeyError, RuntimeError):
         return str(self.args[0]) if self.args else ""
 
 
+def bind_arguments(owner: str, spec, args, kwargs) -> dict:
+    """A constructor's arguments by name: ``spec`` lists ``(name, default)`` in PyTorch's
+    positional order (the generated activation and loss modules).
+
+    Raises:
+        TypeError: too many positional arguments, or an unknown keyword (PyTorch's
+            messages).
+    """
+    names = [a for a, _ in spec]
+    if len(args) > len(names):
+        raise TypeError(f"{owner}() takes at most {len(names)} arguments")
+    values = dict(spec)
+    values.update(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in values:
+            raise TypeError(f"{owner}() got an unexpected keyword argument '{k}'")
+        values[k] = v
+    return values
+
+
 #: what ``load_state_dict`` returns, as PyTorch's ``_IncompatibleKeys``
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 

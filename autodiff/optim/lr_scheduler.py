@@ -63,6 +63,28 @@ def _value(x) -> float:
     return float(x.numpy()) if isinstance(x, Tensor) else float(x)
 
 
+def _cycled_momentum(optimizer, start) -> tuple[bool, list]:
+    """Every group's momentum (``betas[0]`` for Adam-like optimizers) replaced by a 0-d
+    variable holding ``start[i]``, for a schedule that cycles it on the device (OneCycleLR,
+    CyclicLR). Returns ``(use_beta1, variables)``.
+
+    Raises:
+        ValueError: the optimizer has neither momentum nor betas (PyTorch's message).
+    """
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                         "option enabled")
+    use_beta1, moms = "betas" in optimizer.defaults, []
+    for g, hi in zip(optimizer.param_groups, start):
+        mom = Tensor(np.float32(hi))
+        if use_beta1:
+            g["betas"] = (mom, *g["betas"][1:])
+        else:
+            g["momentum"] = mom
+        moms.append(mom)
+    return use_beta1, moms
+
+
 class LRScheduler:
     """Base class (``torch.optim.lr_scheduler.LRScheduler``).
 
@@ -392,19 +414,10 @@ class OneCycleLR(LRScheduler):
                 g["min_lr"] = g["initial_lr"] / final_div_factor
         self._moms = []
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            for g, lo, hi in zip(groups, per(base_momentum), per(max_momentum)):
-                if last_epoch == -1:
+            if last_epoch == -1:
+                for g, lo, hi in zip(groups, per(base_momentum), per(max_momentum)):
                     g["base_momentum"], g["max_momentum"] = float(lo), float(hi)
-                mom = Tensor(np.float32(hi))
-                if self.use_beta1:
-                    g["betas"] = (mom, *g["betas"][1:])
-                else:
-                    g["momentum"] = mom
-                self._moms.append(mom)
+            self.use_beta1, self._moms = _cycled_momentum(optimizer, per(max_momentum))
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct):
@@ -517,19 +530,9 @@ class CyclicLR(LRScheduler):
             self.scale_mode, self._scale = scale_mode, scale_fn
         self.cycle_momentum, self._moms = cycle_momentum, []
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
             self.base_momentums = [float(m) for m in per(base_momentum)]
             self.max_momentums = [float(m) for m in per(max_momentum)]
-            for g, hi in zip(groups, self.max_momentums):
-                mom = Tensor(np.float32(hi))
-                if self.use_beta1:
-                    g["betas"] = (mom, *g["betas"][1:])
-                else:
-                    g["momentum"] = mom
-                self._moms.append(mom)
+            self.use_beta1, self._moms = _cycled_momentum(optimizer, self.max_momentums)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 

@@ -130,13 +130,20 @@ def test_loading_a_state_dict_keeps_the_schedule_bound():
 @pytest.mark.parametrize("kw", [dict(T_0=3), dict(T_0=2, T_mult=2, eta_min=0.001),
                                 dict(T_0=1, T_mult=3)])
 def test_cosine_annealing_warm_restarts_matches_torch(kw):
-    w, b, lrs, _, sched = ours(lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
-                               lambda o: S.CosineAnnealingWarmRestarts(o, **kw), steps=30)
-    tw, tb, tlrs, _, tsched = theirs(lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
-                                     lambda o: T.CosineAnnealingWarmRestarts(o, **kw), steps=30)
+    _, sched, _, tsched = _sgd_against_torch("CosineAnnealingWarmRestarts", kw, 30)
+    np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-5)
+
+
+def _sgd_against_torch(name, kw, steps):
+    """SGD with momentum under schedule ``name`` here and in torch: the rate of every step
+    and the parameters agree. Returns ``(opt, sched, torch_opt, torch_sched)``."""
+    w, _, lrs, opt, sched = ours(lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+                                 lambda o: getattr(S, name)(o, **kw), steps=steps)
+    tw, _, tlrs, topt, tsched = theirs(lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                                       lambda o: getattr(T, name)(o, **kw), steps=steps)
     np.testing.assert_allclose(lrs, tlrs, rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-5)
+    return opt, sched, topt, tsched
 
 
 @pytest.mark.parametrize("kw", [
@@ -182,11 +189,6 @@ def test_reduce_lr_on_plateau_decides_on_the_device_as_torch(kw):
 ])
 def test_cyclic_lr_matches_torch(kw):
     """Rates and the cycled momentum (SGD's) against torch, over several cycles."""
-    w, b, lrs, opt, sched = ours(lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
-                                 lambda o: S.CyclicLR(o, **kw), steps=20)
-    tw, tb, tlrs, topt, tsched = theirs(lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
-                                        lambda o: T.CyclicLR(o, **kw), steps=20)
-    np.testing.assert_allclose(lrs, tlrs, rtol=1e-5, atol=1e-8)
-    np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
+    opt, _, topt, _ = _sgd_against_torch("CyclicLR", kw, 20)
     np.testing.assert_allclose(float(opt.param_groups[1]["momentum"].numpy()),
                                topt.param_groups[1]["momentum"], rtol=1e-5)
