@@ -6,7 +6,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor
 from . import functional as F
-from .module import Module, Parameter, bind_arguments
+from .module import REQUIRED, Module, Parameter, bind_arguments
 
 
 class GELU(Module):
@@ -97,13 +97,13 @@ Hardsigmoid = _activation("Hardsigmoid", "hardsigmoid", [("inplace", False)])
 Hardswish = _activation("Hardswish", "hardswish", [("inplace", False)])
 LogSigmoid = _activation("LogSigmoid", "logsigmoid")
 GLU = _activation("GLU", "glu", [("dim", -1)])
-Threshold = _activation("Threshold", "threshold", [("threshold", 0.0), ("value", 0.0),
-                                                   ("inplace", False)])
+Threshold = _activation("Threshold", "threshold", [("threshold", REQUIRED),
+                                                   ("value", REQUIRED), ("inplace", False)])
 Tanhshrink = _activation("Tanhshrink", "tanhshrink")
 Softshrink = _activation("Softshrink", "softshrink", [("lambd", 0.5)])
 Hardshrink = _activation("Hardshrink", "hardshrink", [("lambd", 0.5)])
 LocalResponseNorm = _activation("LocalResponseNorm", "local_response_norm", [
-    ("size", 2), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)])
+    ("size", REQUIRED), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)])
 
 
 class RReLU(_Elementwise):

@@ -26,13 +26,18 @@ class StateDictError(KeyError, RuntimeError):
         return str(self.args[0]) if self.args else ""
 
 
+#: the default of a constructor argument that has none (:func:`bind_arguments`)
+REQUIRED = object()
+
+
 def bind_arguments(owner: str, spec, args, kwargs) -> dict:
     """A constructor's arguments by name: ``spec`` lists ``(name, default)`` in PyTorch's
-    positional order (the generated activation and loss modules).
+    positional order (the generated activation and loss modules), :data:`REQUIRED` for
+    one without a default.
 
     Raises:
-        TypeError: too many positional arguments, or an unknown keyword (PyTorch's
-            messages).
+        TypeError: too many positional arguments, an unknown keyword or a missing required
+            argument (Python's messages, as PyTorch's constructors give them).
     """
     names = [a for a, _ in spec]
     if len(args) > len(names):
@@ -43,6 +48,10 @@ def bind_arguments(owner: str, spec, args, kwargs) -> dict:
         if k not in values:
             raise TypeError(f"{owner}() got an unexpected keyword argument '{k}'")
         values[k] = v
+    missing = [k for k, v in values.items() if v is REQUIRED]
+    if missing:
+        raise TypeError(f"{owner}() missing required argument(s): "
+                        + ", ".join(f"'{k}'" for k in missing))
     return values
 
 

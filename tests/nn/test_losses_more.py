@@ -121,3 +121,7 @@ def test_weights_are_buffers_and_legacy_flags():
     assert nn.MSELoss(reduce=False).reduction == "none"
     with pytest.raises(TypeError, match="unexpected keyword"):
         nn.L1Loss(delta=1.0)
+    with pytest.raises(TypeError, match="missing required argument.*'value'"):
+        nn.Threshold(0.5)                      # torch's has no defaults
+    with pytest.raises(TypeError, match="'size'"):
+        nn.LocalResponseNorm()
