@@ -27,7 +27,8 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
                       PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d,
                       UpsamplingNearest2d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
-from .transformer import TransformerEncoder, TransformerEncoderLayer
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Identity",
            "Sequential", "ModuleList", "MSELoss", "mse_loss", "functional", "GELU", "Softmax",
@@ -53,3 +54,4 @@ __all__ += ["Threshold", "Tanhshrink", "Softshrink", "Hardshrink", "RReLU", "Loc
             "SmoothL1Loss", "SoftMarginLoss", "HingeEmbeddingLoss", "MultiLabelSoftMarginLoss",
             "CosineEmbeddingLoss", "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss",
             "PoissonNLLLoss", "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance"]
+__all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
