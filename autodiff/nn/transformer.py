@@ -43,6 +43,28 @@ def clone_module(module: Module) -> Module:
     return new
 
 
+def _activation_fn(activation):
+    """``"relu"``/``"gelu"`` as the function, a callable or module as it is.
+
+    Raises:
+        ValueError: another string (PyTorch's message).
+    """
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation should be relu/gelu, not {activation}")
+        return _ACTIVATIONS[activation]
+    return activation
+
+
+def _feed_forward(layer: Module, d_model: int, dim_feedforward: int, dropout: float,
+                  bias: bool) -> None:
+    """``layer.linear1``, ``layer.dropout``, ``layer.linear2`` registered in PyTorch's
+    order (their place in the ``state_dict``)."""
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual connection and a
     ``LayerNorm`` (``torch.nn.TransformerEncoderLayer``).
@@ -73,19 +95,13 @@ class TransformerEncoderLayer(Module):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                             batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        _feed_forward(self, d_model, dim_feedforward, dropout, bias)
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"activation should be relu/gelu, not {activation}")
-            activation = _ACTIVATIONS[activation]
-        self.activation = activation
+        self.activation = _activation_fn(activation)
 
     def forward(self, src: Tensor, src_mask=None, src_key_padding_mask=None,
                 is_causal: bool = False) -> Tensor:
@@ -155,20 +171,14 @@ class TransformerDecoderLayer(Module):
                                             batch_first=batch_first)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                                  batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        _feed_forward(self, d_model, dim_feedforward, dropout, bias)
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout), Dropout(dropout),
                                                        Dropout(dropout))
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"activation should be relu/gelu, not {activation}")
-            activation = _ACTIVATIONS[activation]
-        self.activation = activation
+        self.activation = _activation_fn(activation)
 
     def forward(self, tgt: Tensor, memory: Tensor, tgt_mask=None, memory_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None,
