@@ -22,6 +22,7 @@ from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
                       ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d,
                       ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
                       ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .pooling import ChannelShuffle, LPPool1d, LPPool2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
                       AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
                       PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d,
@@ -55,3 +56,4 @@ __all__ += ["Threshold", "Tanhshrink", "Softshrink", "Hardshrink", "RReLU", "Loc
             "CosineEmbeddingLoss", "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss",
             "PoissonNLLLoss", "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
+__all__ += ["ChannelShuffle", "LPPool1d", "LPPool2d"]

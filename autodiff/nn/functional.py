@@ -680,6 +680,7 @@ from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E4
 from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: E402
 from .padding import pad  # noqa: E402
 from .activation import prelu  # noqa: E402
+from .pooling import channel_shuffle, lp_pool1d, lp_pool2d  # noqa: E402
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
                       max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
@@ -694,6 +695,7 @@ __all__ += ["threshold", "tanhshrink", "softshrink", "hardshrink", "rrelu",
             "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
             "multi_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
             "poisson_nll_loss", "gaussian_nll_loss"]
+__all__ += ["channel_shuffle", "lp_pool1d", "lp_pool2d"]
 __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
             "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",

@@ -569,3 +569,65 @@ class PixelUnshuffle(Module):
 
     def forward(self, x):
         return pixel_unshuffle(x, self.downscale_factor)
+
+
+def lp_pool1d(input, norm_type: float, kernel_size: int, stride=None, ceil_mode=False):
+    """Power-average pooling ``(sum over the window of x^p)^(1/p)``, as
+    ``torch.nn.functional.lp_pool1d`` (its formula: an average pool of ``x^p`` times the
+    window size, negative sums clipped to 0 before the root)."""
+    k = int(kernel_size)
+    out = avg_pool1d(input ** norm_type, k, stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu() * k) ** (1.0 / norm_type)
+
+
+def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode=False):
+    """2-D :func:`lp_pool1d` (``torch.nn.functional.lp_pool2d``)."""
+    kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+    out = avg_pool2d(input ** norm_type, (kh, kw), stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu() * (kh * kw)) ** (1.0 / norm_type)
+
+
+def channel_shuffle(input, groups: int):
+    """``[N, g * c, *]`` -> channels regrouped as ``[N, c * g, *]`` (ShuffleNet, Zhang et
+    al., 2018; ``torch.nn.functional.channel_shuffle``).
+
+    Raises:
+        ValueError: ``groups`` does not divide the channels.
+    """
+    n, ch = input.shape[0], input.shape[1]
+    if groups <= 0 or ch % groups:
+        raise ValueError(f"channel_shuffle: Number of channels ({ch}) must be divisible by "
+                         f"groups ({groups})")
+    rest = input.shape[2:]
+    x = input.reshape(n, groups, ch // groups, *rest).transpose(1, 2)
+    return x.reshape(n, ch, *rest)
+
+
+class LPPool1d(Module):
+    """``torch.nn.LPPool1d``: :func:`lp_pool1d`."""
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type, self.kernel_size = norm_type, kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, x):
+        return lp_pool1d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool2d(LPPool1d):
+    """``torch.nn.LPPool2d``: :func:`lp_pool2d`."""
+
+    def forward(self, x):
+        return lp_pool2d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class ChannelShuffle(Module):
+    """``torch.nn.ChannelShuffle``: :func:`channel_shuffle`."""
+
+    def __init__(self, groups: int):
+        super().__init__()
+        self.groups = int(groups)
+
+    def forward(self, x):
+        return channel_shuffle(x, self.groups)

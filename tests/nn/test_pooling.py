@@ -186,3 +186,16 @@ def test_interpolate_keeps_a_16_bit_dtype(mode):
     ref = TF.interpolate(torch.tensor(x), scale_factor=2, mode=mode)
     assert y.dtype == ad.float16
     np.testing.assert_allclose(y.numpy().astype(np.float32), ref.float().numpy(), atol=2e-3)
+
+
+@pytest.mark.parametrize("name,args,shape", [
+    ("LPPool1d", (2.0, 3), (2, 3, 10)),
+    ("LPPool1d", (1.5, 2, 3, True), (2, 3, 10)),
+    ("LPPool2d", (3.0, 2), (1, 2, 5, 6)),
+    ("LPPool2d", (2.0, (2, 3), (1, 2)), (1, 2, 5, 6)),
+    ("ChannelShuffle", (3,), (2, 6, 4)),
+])
+def test_lp_pool_and_channel_shuffle_match_torch(name, args, shape):
+    x = np.random.default_rng(4).uniform(0.2, 2.0, shape).astype(np.float32)
+    check_op([shape], lambda t: getattr(torch.nn, name)(*args)(t),
+             lambda t: getattr(nn, name)(*args)(t), inputs=[x], fd=name != "ChannelShuffle")
