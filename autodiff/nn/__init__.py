@@ -8,7 +8,7 @@ from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
-from .embedding import Embedding
+from .embedding import Embedding, EmbeddingBag
 from .layers import Bilinear, Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimilarity,
                    CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss,
@@ -57,3 +57,4 @@ __all__ += ["Threshold", "Tanhshrink", "Softshrink", "Hardshrink", "RReLU", "Loc
             "PoissonNLLLoss", "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["ChannelShuffle", "LPPool1d", "LPPool2d"]
+__all__ += ["EmbeddingBag"]

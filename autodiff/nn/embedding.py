@@ -72,3 +72,93 @@ class Embedding(Module):
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of embedding rows over bags (``torch.nn.EmbeddingBag``,
+    ``weight [num_embeddings, embedding_dim]`` initialised N(0, 1)).
+
+    ``forward(input, offsets=None, per_sample_weights=None)``: ``input [B, N]`` (B bags of
+    N indices), or ``input [L]`` with ``offsets [B]`` (bag starts; ``include_last_offset``:
+    ``B + 1`` entries) whose values must be known while tracing (data: the bag sizes fix
+    the program's shapes). ``per_sample_weights`` (the shape of ``input``) scale the rows,
+    ``mode="sum"`` only. Indices equal to ``padding_idx`` are left out (a mean divides by
+    the others); an empty bag gives zeros. Output ``[B, embedding_dim]``.
+
+    Raises:
+        ValueError: an unknown ``mode``, ``offsets`` with a 2-D input, weights with a mode
+            other than sum. RuntimeError: traced ``offsets``.
+        NotImplementedError: ``max_norm``, ``scale_grad_by_freq`` or ``sparse``.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm=None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight=None, include_last_offset: bool = False,
+                 padding_idx: int | None = None, _freeze: bool = False):
+        super().__init__()
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+        self.mode, self.include_last_offset = mode, include_last_offset
+        emb = Embedding(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
+                        scale_grad_by_freq, sparse, _weight, _freeze)
+        self.num_embeddings, self.embedding_dim = emb.num_embeddings, emb.embedding_dim
+        self.padding_idx, self.max_norm, self.norm_type = emb.padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        self.weight = emb.weight
+
+    def forward(self, input, offsets=None, per_sample_weights=None) -> Tensor:
+        idx = input if isinstance(input, Tensor) else Tensor(np.asarray(input), dtype="int64")
+        if per_sample_weights is not None and self.mode != "sum":
+            raise ValueError(f"embedding_bag: per_sample_weights was not None. "
+                             f"per_sample_weights is only supported for mode='sum' (got "
+                             f"mode='{self.mode}')")
+        if idx.ndim == 2:
+            if offsets is not None:
+                raise ValueError("offsets has to be None if input is 2D")
+            b, n = idx.shape
+            bag = np.repeat(np.arange(b), n)
+            idx = idx.reshape(-1)
+            if per_sample_weights is not None:
+                per_sample_weights = per_sample_weights.reshape(-1)
+        else:
+            starts = _known(offsets, "offsets")
+            if self.include_last_offset:
+                starts, b = starts[:-1], len(starts) - 1
+            else:
+                b = len(starts)
+            bag = np.searchsorted(starts, np.arange(idx.shape[0]), side="right") - 1
+        rows = F.embedding(idx, self.weight)                              # [L, D]
+        keep = None if self.padding_idx is None else (idx != self.padding_idx)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.unsqueeze(-1)
+        segment = Tensor(bag.astype(np.int64))
+        zeros = self.weight.new_zeros(b, self.embedding_dim)
+        if self.mode == "max":
+            if keep is not None:
+                rows = rows.where(keep.unsqueeze(-1), -float("inf"))
+            out = zeros.scatter_reduce(0, segment.unsqueeze(-1).expand(*rows.shape), rows,
+                                       "amax", include_self=False)
+            return out.where(out > -float("inf"), 0.0)
+        if keep is not None:
+            rows = rows * keep.float().unsqueeze(-1)
+        out = zeros.index_add(0, segment, rows)
+        if self.mode == "mean":
+            ones = (keep.float() if keep is not None else rows[:, 0] * 0.0 + 1.0)
+            count = self.weight.new_zeros(b).index_add(0, segment, ones)
+            out = out / count.clamp(min=1.0).unsqueeze(-1)
+        return out
+
+
+def _known(offsets, what: str) -> np.ndarray:
+    """``offsets`` as a host int array: a list, numpy array, or tensor made from data."""
+    if offsets is None:
+        raise ValueError("embedding_bag: offsets has to be given for a 1D input")
+    if isinstance(offsets, Tensor):
+        if offsets._var is None:
+            from ..graph.trace import user_site
+            raise RuntimeError(f"embedding_bag: {what} computed by the program (shape "
+                               f"{list(offsets.shape)}, at {user_site()}): the bag sizes fix "
+                               f"the output's shape, so they must be data known while "
+                               f"tracing; use a 2-D input of fixed-size bags instead")
+        offsets = offsets.numpy()
+    return np.asarray(offsets, np.int64).reshape(-1)
