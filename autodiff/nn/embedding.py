@@ -142,9 +142,9 @@ class EmbeddingBag(Module):
         if keep is not None:
             rows = rows * keep.float().unsqueeze(-1)
         out = zeros.index_add(0, segment, rows)
-        if self.mode == "mean":
-            ones = (keep.float() if keep is not None else rows[:, 0] * 0.0 + 1.0)
-            count = self.weight.new_zeros(b).index_add(0, segment, ones)
+        if self.mode == "mean":                     # bag sizes: known, unless padding
+            count = (Tensor(np.bincount(bag, minlength=b).astype(np.float32)) if keep is None
+                     else self.weight.new_zeros(b).index_add(0, segment, keep.float()))
             out = out / count.clamp(min=1.0).unsqueeze(-1)
         return out
 

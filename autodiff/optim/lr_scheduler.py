@@ -63,6 +63,19 @@ def _value(x) -> float:
     return float(x.numpy()) if isinstance(x, Tensor) else float(x)
 
 
+def _rate_variables(optimizer) -> list:
+    """Every group's ``lr`` as a float32 0-d variable (made from its value where it is a
+    number), which a schedule rewrites on the device and the updates read."""
+    out = []
+    for g in optimizer.param_groups:
+        lr = g["lr"]
+        if not (isinstance(lr, Tensor) and lr._var is not None):
+            lr = Tensor(np.float32(_value(lr)))
+            g["lr"] = lr
+        out.append(lr)
+    return out
+
+
 def _cycled_momentum(optimizer, start) -> tuple[bool, list]:
     """Every group's momentum (``betas[0]`` for Adam-like optimizers) replaced by a 0-d
     variable holding ``start[i]``, for a schedule that cycles it on the device (OneCycleLR,
@@ -118,13 +131,7 @@ class LRScheduler:
                                "when resuming an optimizer")
         self.base_lrs = [float(g["initial_lr"]) for g in optimizer.param_groups]
         self._step_t = Tensor(np.float32(last_epoch + 1))
-        self._lrs = []
-        for g in optimizer.param_groups:
-            lr = g["lr"]
-            if not (isinstance(lr, Tensor) and lr._var is not None):
-                lr = Tensor(np.float32(_value(lr)))
-                g["lr"] = lr
-            self._lrs.append(lr)
+        self._lrs = _rate_variables(optimizer)
         self._initial_step(last_epoch + 1)
 
     def _initial_step(self, t: int) -> None:
@@ -459,7 +466,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     """SGDR (Loshchilov and Hutter, 2017): cosine annealing from ``base_lr`` to ``eta_min``
     over ``T_i`` steps, restarted at every cycle's end, cycles ``T_0``, ``T_0 * T_mult``, ...
     Closed form in the step (the cycle from the boundaries it passed: exact for counts
-    below ``2**24``; 40 cycles at most, the last continuing after).
+    below ``2**24``, the only boundaries compared; 40 cycles at most).
 
     Raises:
         ValueError: ``T_0`` not a positive int, ``T_mult`` not an int >= 1.
@@ -482,6 +489,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             start, length, edge, span = 0.0, float(self.T_0), 0.0, float(self.T_0)
             for _ in range(self.MAX_CYCLES):        # the cycles whose start t has passed
                 edge, span = edge + span, span * self.T_mult
+                if edge >= 2.0 ** 24:                # beyond any exact float32 step count
+                    break
                 past = _ge(t, edge)
                 start, length = _if(past, edge, start), _if(past, span, length)
         frac = (t - start) * (1.0 / length) if isinstance(length, float) else \
@@ -598,13 +607,7 @@ class ReduceLROnPlateau:
         self._bad = Tensor(np.float32(0.0))            # num_bad_epochs
         self._cool = Tensor(np.float32(0.0))           # cooldown_counter
         self._step_t = Tensor(np.float32(0.0))
-        self._lrs = []
-        for g in groups:
-            lr = g["lr"]
-            if not (isinstance(lr, Tensor) and lr._var is not None):
-                lr = Tensor(np.float32(_value(lr)))
-                g["lr"] = lr
-            self._lrs.append(lr)
+        self._lrs = _rate_variables(optimizer)
 
     def _better(self, a, best):
         rel = self.threshold_mode == "rel"
