@@ -80,7 +80,7 @@ OPTIONS: dict[str, frozenset] = {
     "opt": frozenset({"fast_math", "passes", "prefer_exp2"}),
     "numpy": frozenset({"ir", "fuse", "offsets", "by_member", "plan", "alignment", "debug"}),
     "opencl": frozenset({"opencl_device", "profile", "fuse", "chain_work", "reductions",
-                         "vector", "tile", "prejit", "team"}),
+                         "vector", "tile", "prejit", "team", "frontend"}),
     "tvm": frozenset({"target", "tune", "export", "trials", "steps_per_call"}),
     "cuda": frozenset({"cuda_device", "fuse"}),
 }

@@ -31,7 +31,7 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored, prefetch_option
-from . import callback, chain, control, prejit, render, rings, runs, split, tiers
+from . import callback, chain, control, frontend, prejit, render, rings, runs, split, tiers
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -465,11 +465,13 @@ def _build(ctx, dev, paths: list[str], first: list, helper, stats: dict,
     """
     if helper is not None:
         helper.send(paths, first, mine=len(paths) - 1)
-    programs = prejit.Programs(paths, lambda path: build_file(ctx, dev, path))
+    fe = frontend.enabled(options)
+    programs = prejit.Programs(paths, lambda path: build_file(ctx, dev, path, fe))
     t = time.perf_counter()
     programs.get(0)
     stats["build_s"] = time.perf_counter() - t
-    stats["source_path"], stats["source_paths"] = paths[0], paths
+    sources = [frontend.source_of(p) for p in paths]
+    stats["source_path"], stats["source_paths"] = sources[0], sources
     stats["prejit"] = False
     t = time.perf_counter()
     if options.get("prejit", True) and chain.is_cpu(dev):
@@ -589,6 +591,8 @@ def prepare(graph, opencl_device: str | None = None, **options) -> "prejit.Helpe
         _, dev = context(opencl_device)
     except OpenCLUnavailable:
         return None
+    if (fe := frontend.for_device(dev, options)) is not None:
+        fe.warm()                   # the headers' PCH, if missing, while the passes run
     return prejit.early(dev, graph, options, traced=True) if chain.is_cpu(dev) else None
 
 
@@ -606,7 +610,8 @@ def compile(graph, report=None, opencl_device: str | None = None,
             (``source_paths``; ``source_path`` the first), source size, the seconds
             spent lowering, fusing, planning, rendering, building, the arena size (its
             constants region included), the seconds spent compiling the kernels before
-            the first iteration (``prejit_s``), whether a
+            the first iteration (``prejit_s``), the seconds the parts spent in
+            :mod:`.frontend` (``frontend_s``, where it compiled them), whether a
             :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
             compiled (``prejit_helper_kernels``), and the Receivers and Feeders through
             rings (``rings``: each one copy body among the kernels; :mod:`.rings`).
@@ -626,7 +631,8 @@ def compile(graph, report=None, opencl_device: str | None = None,
             tile) override :func:`.device.for_device`'s choice; ``prejit=False`` leaves
             PoCL's work-group functions to the first iteration (default: compiled before
             it, in this process and a helper, :mod:`.prejit`, on a PoCL CPU device with
-            several cores); ``prefetch`` is
+            several cores); ``frontend=False`` leaves the build of OpenCL C to PoCL
+            (default: :mod:`.frontend` compiles it where it can); ``prefetch`` is
             ``execute()``'s order contract (:mod:`autodiff.device.host`; from ``2 RING -
             1`` on, a light loop's Feeders go through rings too); an explicit
             ``chain_work`` also turns off the chaining of whole light loop bodies
@@ -735,6 +741,12 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     arena_bytes += constants.nbytes         # the constants region ends the arena
     check_arena(arena_bytes, dev)          # before anything is built or run
     paths = [write_source(x) for x in texts]
+    if (fe := frontend.for_device(dev, options)) is not None:
+        # every part's front end at once (a process each), the helper's first
+        t = time.perf_counter()
+        jobs = [fe.start(p) for p in reversed(paths)][::-1]
+        paths = [j.result() or p for j, p in zip(jobs, paths)]
+        stats["frontend_s"] = time.perf_counter() - t
     # each part's kernels together, in first-launch order: this process compiles the first
     # part's from the front, the helper the last part's from the back
     first = sorted([(part_of[n], n, g, loc)

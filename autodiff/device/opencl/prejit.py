@@ -422,8 +422,12 @@ def _program(cl, ctx, dev, q, buf, spec: dict) -> None:
 
     def program(i: int):
         if i not in programs:
-            with open(spec["sources"][i]) as f:
-                programs[i] = cl.Program(ctx, f.read()).build(devices=[dev])
+            path = spec["sources"][i]
+            with open(path, "rb") as f:         # a source, or bitcode (.frontend)
+                data = f.read()
+            prg = cl.Program(ctx, [dev], [data]) if path.endswith(".bc") else \
+                cl.Program(ctx, data.decode())
+            programs[i] = prg.build(devices=[dev])
         return programs[i]
     if not os.path.isdir(spec["claims"]):
         return                          # its caller is done already

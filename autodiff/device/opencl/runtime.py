@@ -271,13 +271,27 @@ def write_source(src: str) -> str:
     return path
 
 
-def build_file(ctx, device, path: str):
-    """Build the program in source file ``path`` (:func:`write_source`).
+def build_file(ctx, device, path: str, frontend_ok: bool = True):
+    """Build the program in source file ``path`` (:func:`write_source`), or in bitcode file
+    ``path`` compiled from one by :mod:`.frontend` (``.bc``). A source on a device the
+    front end serves is compiled by it first; where it fails (or PoCL rejects the
+    bitcode), PoCL builds the source itself, and reports its errors. ``frontend_ok=False``:
+    PoCL builds a source.
 
     Raises:
         KernelBuildError: with the source path and the build log.
     """
     import pyopencl as cl
+    from . import frontend
+    if frontend_ok and not path.endswith(".bc") and \
+            (fe := frontend.for_device(device)) is not None:
+        path = fe.start(path).result() or path
+    if path.endswith(".bc"):
+        try:
+            with open(path, "rb") as f:
+                return cl.Program(ctx, [device], [f.read()]).build(devices=[device])
+        except (cl.Error, OSError):
+            path = frontend.source_of(path)
     with open(path) as f:
         src = f.read()
     try:
