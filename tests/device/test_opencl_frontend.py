@@ -148,6 +148,7 @@ def test_bitcode_is_compiled_once_and_kept(tmp_path):
     assert out == frontend.bitcode_path(src, FE.key) and os.path.getsize(out) > 0
     again = FE.start(src)
     assert again.proc is None and again.result() == out
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
 
 
 @needs_fe

@@ -76,7 +76,8 @@ class Frontend:
         stamp = [clang, *self.args] + [f"{h}:{os.path.getmtime(os.path.join(include, h))}"
                                   for h in HEADERS]
         self.key = hashlib.sha1("\0".join(stamp).encode()).hexdigest()[:12]
-        self._pch: subprocess.Popen | None = None
+        self._pch: _Compile | None = None       # the header's build, while it runs
+        self._no_pch = False                    # it failed: compiles parse the headers
 
     def pch_path(self) -> str:
         from .runtime import source_dir
@@ -84,23 +85,19 @@ class Frontend:
 
     def warm(self) -> None:
         """Start building the precompiled header in the background if it is missing (a
-        compile that begins before it is done waits for it, :meth:`pch`)."""
+        compile that begins before it is done waits for it, :meth:`pch`). Raises nothing:
+        a header that cannot be built leaves each compile to parse the headers."""
         path = self.pch_path()
-        if self._pch is not None or os.path.exists(path):
+        if self._pch is not None or self._no_pch or os.path.exists(path):
             return
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".pch.tmp")
-        os.close(fd)
         head = path[:-len(".pch")] + ".h"            # PoCL's headers, in its order
-        with open(head, "w") as f:
-            f.writelines(f'#include "{os.path.join(self.include, h)}"\n' for h in HEADERS)
         try:
-            self._pch = subprocess.Popen(
-                [self.clang, "-cc1", *self.args, "-emit-pch", head, "-o", tmp],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _write(head, "".join(f'#include "{os.path.join(self.include, h)}"\n'
+                                 for h in HEADERS))
+            self._pch = _Compile([self.clang, "-cc1", *self.args, "-emit-pch", head],
+                                 path)
         except OSError:
-            os.unlink(tmp)
-            return
-        self._pch.tmp = tmp                 # type: ignore[attr-defined]
+            self._no_pch = True
 
     def pch(self) -> str | None:
         """Path of the precompiled header (built now, or waited for, if missing); None if
@@ -109,59 +106,74 @@ class Frontend:
         if os.path.exists(path):
             return path
         self.warm()
-        p, self._pch = self._pch, None
-        if p is None:
-            return None
-        ok = p.wait() == 0
-        if ok:
-            os.replace(p.tmp, path)
-        elif os.path.exists(p.tmp):
-            os.unlink(p.tmp)
-        return path if ok else None
+        job, self._pch = self._pch, None
+        if job is not None:
+            job.result()
+        if os.path.exists(path):            # built here, or by another process meanwhile
+            return path
+        self._no_pch = True
+        return None
 
-    def command(self, src: str, out: str) -> list[str]:
-        """The ``clang -cc1`` command compiling source file ``src`` to bitcode ``out``."""
+    def command(self, src: str) -> list[str]:
+        """The ``clang -cc1`` command compiling source file ``src`` to bitcode (the output
+        file is appended)."""
         pch = self.pch()
         head = ["-include-pch", pch] if pch else \
             [a for h in HEADERS for a in ("-include", os.path.join(self.include, h))]
-        return [self.clang, "-cc1", *self.args, *head, "-w", "-emit-llvm-bc", src, "-o", out]
+        return [self.clang, "-cc1", *self.args, *head, "-w", "-emit-llvm-bc", src]
 
-    def start(self, src: str) -> "Job":
+    def start(self, src: str) -> "_Compile":
         """Compile source file ``src`` in a clang process (nothing to do when its bitcode
-        is there from an earlier run); :meth:`Job.result` waits for it."""
+        is there from an earlier run); the result's ``result()`` waits for it."""
         out = bitcode_path(src, self.key)
         if os.path.exists(out):
-            return Job(None, out, out)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), suffix=".bc.tmp")
-        os.close(fd)
+            return _Compile(None, out)
         try:
-            p = subprocess.Popen(self.command(src, tmp), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+            return _Compile(self.command(src), out)
         except OSError:
-            os.unlink(tmp)
-            return Job(None, None, out)
-        return Job(p, tmp, out)
+            return _Compile(None, None)
 
 
-class Job:
-    """A running front-end compile (:meth:`Frontend.start`)."""
+class _Compile:
+    """A clang process writing file ``out`` (``cmd`` without ``-o``: it writes a temporary
+    file renamed to ``out`` once complete, so that processes compiling the same file at
+    once never read a half-written one); ``cmd`` None: ``out`` is there already (or None:
+    nothing could start)."""
 
-    def __init__(self, proc, tmp: str | None, out: str):
-        self.proc, self.tmp, self.out = proc, tmp, out
+    def __init__(self, cmd: list[str] | None, out: str | None):
+        self.out, self.proc, self.tmp = out, None, None
+        if cmd is not None:
+            fd, self.tmp = tempfile.mkstemp(dir=os.path.dirname(out), suffix=".tmp")
+            os.close(fd)
+            try:
+                self.proc = subprocess.Popen(cmd + ["-o", self.tmp],
+                                             stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL)
+            except OSError:
+                os.unlink(self.tmp)
+                raise
 
     def result(self) -> str | None:
-        """The bitcode's path once clang has finished, or None if it failed (the build
-        then falls back to PoCL's)."""
+        """``out`` once clang has finished, or None if it failed (clang's errors are not
+        kept: the build falls back to PoCL's, which reports them)."""
         if self.proc is not None:
             ok = self.proc.wait() == 0
             self.proc = None
             if ok:
                 os.replace(self.tmp, self.out)
-            else:                       # clang removes its output as it fails
-                if os.path.exists(self.tmp):
+            else:
+                if os.path.exists(self.tmp):        # clang removes it as it fails
                     os.unlink(self.tmp)
-                self.tmp = None
-        return self.out if self.tmp is not None else None
+                self.out = None
+        return self.out
+
+
+def _write(path: str, text: str) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def bitcode_path(src: str, key: str) -> str:
