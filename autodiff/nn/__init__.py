@@ -15,6 +15,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimila
                    L1Loss, MarginRankingLoss, MSELoss, MultiLabelSoftMarginLoss,
                    MultiMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss,
                    SoftMarginLoss, TripletMarginLoss, mse_loss)
+from .loss import CTCLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss
 from .module import Module, Parameter
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d,
                             InstanceNorm2d, LayerNorm, RMSNorm)
@@ -58,3 +59,4 @@ __all__ += ["Threshold", "Tanhshrink", "Softshrink", "Hardshrink", "RReLU", "Loc
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["ChannelShuffle", "LPPool1d", "LPPool2d"]
 __all__ += ["EmbeddingBag"]
+__all__ += ["MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss"]

@@ -689,6 +689,9 @@ from .margin_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: E
                             hinge_embedding_loss, margin_ranking_loss, multi_margin_loss,
                             multilabel_soft_margin_loss, pairwise_distance, poisson_nll_loss,
                             soft_margin_loss, triplet_margin_loss)
+from .margin_losses import (multilabel_margin_loss,  # noqa: E402
+                            triplet_margin_with_distance_loss)
+from .ctc import ctc_loss  # noqa: E402
 
 __all__ += ["threshold", "tanhshrink", "softshrink", "hardshrink", "rrelu",
             "local_response_norm", "pairwise_distance", "margin_ranking_loss",
@@ -701,3 +704,4 @@ __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
             "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
             "instance_norm", "rms_norm", "prelu"]
+__all__ += ["multilabel_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]

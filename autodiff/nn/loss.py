@@ -92,6 +92,40 @@ PoissonNLLLoss = _loss("PoissonNLLLoss", "poisson_nll_loss", [
     ("reduce", None), _R])
 GaussianNLLLoss = _loss("GaussianNLLLoss", "gaussian_nll_loss",
                         [("full", False), ("eps", 1e-6), _R])
+MultiLabelMarginLoss = _loss("MultiLabelMarginLoss", "multilabel_margin_loss", _SR)
+CTCLoss = _loss("CTCLoss", "ctc_loss", [("blank", 0), _R, ("zero_infinity", False)])
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """``torch.nn.TripletMarginWithDistanceLoss``:
+    :func:`autodiff.nn.functional.triplet_margin_with_distance_loss` with keyword-only
+    ``distance_function=None`` (a :class:`PairwiseDistance` submodule, as PyTorch),
+    ``margin=1.0``, ``swap=False``, ``reduction='mean'``.
+
+    Raises:
+        ValueError: ``margin <= 0`` (PyTorch's message).
+        TypeError: a positional or unknown argument.
+    """
+    fn = "triplet_margin_with_distance_loss"
+    args = (("distance_function", None), ("margin", 1.0), ("swap", False), _R)
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean"):
+        Module.__init__(self)
+        if margin <= 0:
+            raise ValueError("TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        # a Module distance registers as a child (its state_dict and repr), as in PyTorch
+        self.distance_function = (distance_function if distance_function is not None
+                                  else PairwiseDistance())
+        self.margin, self.swap, self.reduction = margin, swap, reduction
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
 CosineSimilarity = _loss("CosineSimilarity", "cosine_similarity", [("dim", 1), ("eps", 1e-8)])
 PairwiseDistance = _loss("PairwiseDistance", "pairwise_distance",
                          [("p", 2.0), ("eps", 1e-6), ("keepdim", False)])
@@ -100,4 +134,5 @@ __all__ = ["mse_loss", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "KLDi
            "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "SoftMarginLoss",
            "HingeEmbeddingLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss",
            "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss", "PoissonNLLLoss",
-           "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance"]
+           "GaussianNLLLoss", "CosineSimilarity", "PairwiseDistance",
+           "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss"]
