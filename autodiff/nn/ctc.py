@@ -20,20 +20,17 @@ _NEG_INF = -math.inf
 
 
 def _traced_lengths(name: str, site: str) -> TracedValueError:
-    e = TracedValueError.__new__(TracedValueError)
-    e.conversion, e.site = f"ctc_loss({name}=...)", site
     alt = ("pad every sequence of log_probs to the full length T with frames whose blank "
            "log-probability is 0 and the others' -inf (e.g. torch.where on a step-index "
            "mask) and pass input_lengths=T: the loss is the same"
            if name == "input_lengths" else
            "pass the target lengths of each batch as Python ints, a list or a host "
            "tensor (fixed per traced step)")
-    TypeError.__init__(e, (
-        f"ctc_loss: {name} is a traced tensor (its values do not exist while tracing, at "
-        f"{site}); ctc_loss unrolls its recursion over the lengths at trace time, so they "
-        f"must be known then: Python ints, a list, or a tensor with a host value. "
-        f"Fixed-shape alternative: {alt}."))
-    return e
+    return TracedValueError(
+        "ctc_loss", name, site,
+        "ctc_loss unrolls its recursion over the lengths at trace time, so they must be "
+        "known then: Python ints, a list, or a tensor with a host value. Fixed-shape "
+        f"alternative: {alt}.")
 
 
 def _lengths(value, name: str, n: int, unbatched: bool, site: str) -> np.ndarray:

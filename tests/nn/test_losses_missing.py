@@ -376,10 +376,10 @@ def test_ctc_loss_errors():
         F.ctc_loss(lp, CTC_TARGETS + 2, CTC_IL, CTC_TL)
     # lengths computed by the program: no value while tracing
     traced = ad.tensor(np.array(CTC_IL, np.int64)) + 0
-    with pytest.raises(TypeError, match="ctc_loss: input_lengths is a traced tensor.*"
+    with pytest.raises(TypeError, match="ctc_loss\\(\\) of input_lengths: a traced tensor.*"
                                         "Fixed-shape alternative: pad"):
         F.ctc_loss(lp, CTC_TARGETS, traced, CTC_TL)
-    with pytest.raises(TypeError, match="ctc_loss: target_lengths is a traced tensor"):
+    with pytest.raises(TypeError, match="ctc_loss\\(\\) of target_lengths: a traced tensor"):
         F.ctc_loss(lp, CTC_TARGETS, CTC_IL, ad.tensor(np.array(CTC_TL)) * 1)
     # lengths as host tensors are fine
     out = F.ctc_loss(lp, CTC_TARGETS, ad.tensor(np.array(CTC_IL)),
