@@ -19,6 +19,8 @@ from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bfloat16, can_cast, float16, float32, int32, int64,
                            promote_types, result_type)
 from .runtime import Report, execute, print_graph
+from . import special
+from .special import polygamma
 
 cat = concatenate = concat
 arange, linspace, eye, empty, rand, meshgrid = (Tensor.arange, Tensor.linspace, Tensor.eye,
@@ -82,6 +84,8 @@ METHOD_FUNCTIONS = (
     # value-dependent shapes (values known while tracing), and histc
     "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount",
     "histc",
+    # special functions (autodiff/graph/mixins/special.py; ``polygamma(n, x)`` is below)
+    "lgamma", "digamma", "erfinv", "mvlgamma", "i0",
 )
 for _name in METHOD_FUNCTIONS:
     globals()[_name] = _fn(_name)
@@ -124,7 +128,7 @@ __all__ = ["Tensor", "Feeder", "Receiver", "host_callback", "ir_for", "ir_if", "
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
            "linspace", "eye", "empty", "rand", "meshgrid", "einsum", "cdist", *METHOD_FUNCTIONS,
-           "div",
+           "div", "special", "polygamma",
            "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
            "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",
            "get_default_dtype", "finfo", "iinfo"]

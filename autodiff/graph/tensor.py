@@ -23,7 +23,7 @@ from .autograd import backward as _backward
 from .ir import Node, Op, Variable
 from .mixins import (CreationMixin, DTypeMixin, DynamicShapeMixin, ElementwiseMixin,
                      IndexingMixin, LinalgMixin, MetaMixin, MovementMixin, RandomMixin,
-                     ReduceMixin, ScanMixin, WindowMixin)
+                     ReduceMixin, ScanMixin, SpecialMixin, WindowMixin)
 from .mixins.creation import default_rng, manual_seed  # noqa: F401  (re-exported)
 from .mixins.dtype import binary as _promoted_binary, promoted as _promoted
 from .trace import OWNERS, TRACER, no_grad, user_site
@@ -54,7 +54,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
 #: the op-family mixins, in method-resolution order (one line to extend)
 MIXINS = (DTypeMixin, CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin,
           ScanMixin, IndexingMixin, WindowMixin, LinalgMixin, MetaMixin, RandomMixin,
-          DynamicShapeMixin)
+          DynamicShapeMixin, SpecialMixin)
 
 
 class Tensor(*MIXINS):

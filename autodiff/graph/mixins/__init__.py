@@ -17,8 +17,9 @@ from .movement import MovementMixin
 from .random import RandomMixin
 from .reduce import ReduceMixin
 from .scan import ScanMixin
+from .special import SpecialMixin
 from .window import WindowMixin
 
 __all__ = ["CreationMixin", "DTypeMixin", "DynamicShapeMixin", "ElementwiseMixin",
            "IndexingMixin", "LinalgMixin", "MetaMixin", "MovementMixin", "RandomMixin",
-           "ReduceMixin", "ScanMixin", "WindowMixin"]
+           "ReduceMixin", "ScanMixin", "SpecialMixin", "WindowMixin"]
