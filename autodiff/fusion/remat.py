@@ -63,7 +63,8 @@ import networkx as nx
 
 from ..graph.ir import Op
 from ..procedural.ir import (Acc, Apply, BufferKind, DotProduct, Elementwise, FusedKernel,
-                             Load, Local, Output, Rand, Reduce, Select, Value, walk_values)
+                             Load, Local, Output, Rand, Reduce, Select, Value,
+                             distinct_values, walk_values)
 from .group import at_p, invert, space_size, subst_index, subst_value
 
 NAME = "Remat"
@@ -85,7 +86,7 @@ def op_cost(v: Value) -> int:
     """Ops to evaluate ``v`` once per element (loads and constants are free; a repeated
     sub-expression counts once, as the device compiler evaluates it once)."""
     return sum(TRANSCENDENTAL if x.op in _EXPENSIVE else 1
-               for x in {x for x in walk_values(v) if type(x) is Apply})
+               for x in {x for x in distinct_values(v) if type(x) is Apply})
 
 
 def remat(stmts: list) -> list:
@@ -128,7 +129,7 @@ def _plan(stmts, i, readers, writers):
         outs[id(o.buffer)] = o
     internal = {id(b) for b in fk.internal}
     space = kern.vars if not isinstance(kern, Reduce) else kern.kept
-    deps = {b: [id(x.buffer) for x in walk_values(o.value) if type(x) is Local]
+    deps = {b: [id(x.buffer) for x in distinct_values(o.value) if type(x) is Local]
             for b, o in outs.items()}
     flexible, loads_of = {}, {}
     for b, o in outs.items():
@@ -200,7 +201,7 @@ def _pinned(o: Output, i: int, last: int, writers: dict) -> bool:
     (padding, concatenation); or it loads a large buffer at another index than its own
     (a reader would then read that buffer in another layout than the register's)."""
     n = o.buffer.size
-    for x in walk_values(o.value):
+    for x in distinct_values(o.value):
         t = type(x)
         if t in (Acc, Rand, Select):
             return True
@@ -220,7 +221,7 @@ def _costly(v: Value, o: Output) -> bool:
     if op_cost(v) > MAX_RECOMPUTE:
         return True
     return any(type(x) is Load and x.buffer.size * SMALL > o.buffer.size and x.index != o.index
-               for x in walk_values(v))
+               for x in distinct_values(v))
 
 
 def _work(s) -> float:
@@ -246,7 +247,7 @@ def _through(deps, keep, *bs) -> set:
 
 
 def _expensive(v: Value) -> bool:
-    return any(type(x) is Apply and x.op in _EXPENSIVE for x in walk_values(v))
+    return any(type(x) is Apply and x.op in _EXPENSIVE for x in distinct_values(v))
 
 
 def _cap(o: Output, loads: int) -> float:
@@ -312,10 +313,15 @@ def _cut(outs, deps, fixed, flexible, stored_now, loads_of) -> set:
     return {b for b in outs if (b, 0) not in near_t and (b, 1) in near_t}
 
 
-def _expand(outs, keep, b, sub=None) -> Value:
+def _expand(outs, keep, b, sub=None, memo: dict | None = None) -> Value:
     """Register ``b``'s value with every register not in ``keep`` expanded (stored ones
     become loads at their output index); over the kernel's space, or through ``sub``
-    (kernel vars -> the reader's expressions). Locals only name earlier outs: no cycle."""
+    (kernel vars -> the reader's expressions). Locals only name earlier outs: no cycle.
+    Each register is expanded once per call (``memo``): a register read twice is one
+    shared sub-value, so a chain whose steps read the one before twice stays linear."""
+    memo = {} if memo is None else memo
+    if b in memo:
+        return memo[b]
     o = outs[b]
     v = o.value if sub is None else subst_value(o.value, sub)
 
@@ -325,13 +331,14 @@ def _expand(outs, keep, b, sub=None) -> Value:
             if k in keep:
                 ko = outs[k]
                 return Load(ko.buffer, ko.index if sub is None else subst_index(ko.index, sub))
-            return _expand(outs, keep, k, sub)
+            return _expand(outs, keep, k, sub, memo)
         if type(x) is Apply:
             return Apply(x.op, tuple(go(a) for a in x.args), x.dtype, x.arg)
         if type(x) is Select:
             return Select(x.cond, go(x.a), go(x.b))
         return x
-    return go(v)
+    memo[b] = out = go(v)
+    return out
 
 
 def _rewrite(r, o: Output, outs, keep, space):

@@ -110,7 +110,10 @@ class And(Expr):
     def __repr__(self): return f"And({self.a!r}, {self.b!r})"
 
 
-def _cached_hash(self) -> int:
+def cached_hash(self) -> int:
+    """A frozen dataclass's field hash, computed once and kept on the object: the generated
+    ``__hash__`` of a tree of such nodes walks the whole tree at every lookup (quadratic
+    in the tree's size when the nodes of one tree go into a set)."""
     try:
         return self._h
     except AttributeError:
@@ -121,7 +124,7 @@ def _cached_hash(self) -> int:
 
 
 for _cls in (Num, Var, Add, Mul, Div, Mod, Lt, And):   # hash once per node, not per lookup
-    _cls.__hash__ = _cached_hash
+    _cls.__hash__ = cached_hash
 
 
 def _e(x) -> Expr:

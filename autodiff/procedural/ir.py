@@ -55,7 +55,7 @@ import numpy as np
 
 from ..graph import dtypes
 from ..graph.ir import CallbackSpec, FeederSpec, Op, ReceiverSpec, Variable
-from .access import Expr, Var
+from .access import Expr, Var, cached_hash
 
 
 class BufferKind(str, enum.Enum):
@@ -174,6 +174,11 @@ class Select(Value):
         return value_dtype(self.a)
 
 
+# value expressions are trees: hash each node once (remat's op counts put every node of a
+# kernel's expressions in a set; a 60-op chain's fusion took 6.5 s, 4 of them in hashing)
+Apply.__hash__ = Select.__hash__ = cached_hash
+
+
 @dataclass(frozen=True, eq=True)
 class Acc(Value):
     """The accumulator of the enclosing :class:`DotProduct` or :class:`Reduce` at this
@@ -240,6 +245,28 @@ def _preorder(v: Value) -> list[Value]:
     stack = [v]
     while stack:
         x = stack.pop()
+        out.append(x)
+        t = type(x)
+        if t is Apply:
+            stack.extend(reversed(x.args))
+        elif t is Select:
+            stack.append(x.b)
+            stack.append(x.a)
+    return out
+
+
+def distinct_values(v: Value) -> list[Value]:
+    """``v`` and its sub-values, each node object once (pre-order): linear in a value that
+    shares sub-values (a DAG), where :func:`walk_values` walks every path (exponential in
+    a chain whose every step reads the one before twice)."""
+    out: list[Value] = []
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
         out.append(x)
         t = type(x)
         if t is Apply:
