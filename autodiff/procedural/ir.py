@@ -240,11 +240,16 @@ def walk_values(v: Value) -> Iterator[Value]:
     return iter(_preorder(v))
 
 
-def _preorder(v: Value) -> list[Value]:
+def _preorder(v: Value, distinct: bool = False) -> list[Value]:
     out: list[Value] = []
+    seen: set[int] = set()
     stack = [v]
     while stack:
         x = stack.pop()
+        if distinct:
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
         out.append(x)
         t = type(x)
         if t is Apply:
@@ -259,22 +264,7 @@ def distinct_values(v: Value) -> list[Value]:
     """``v`` and its sub-values, each node object once (pre-order): linear in a value that
     shares sub-values (a DAG), where :func:`walk_values` walks every path (exponential in
     a chain whose every step reads the one before twice)."""
-    out: list[Value] = []
-    seen: set[int] = set()
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        out.append(x)
-        t = type(x)
-        if t is Apply:
-            stack.extend(reversed(x.args))
-        elif t is Select:
-            stack.append(x.b)
-            stack.append(x.a)
-    return out
+    return _preorder(v, distinct=True)
 
 
 def loads(v: Value) -> list[Load]:
