@@ -1,6 +1,7 @@
 """Optimizers and learning-rate schedules, spelled like ``torch.optim``."""
 from . import lr_scheduler
 from .adadelta import Adadelta
+from .adafactor import Adafactor
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
@@ -13,4 +14,4 @@ from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam",
-           "RAdam", "Adadelta", "Rprop", "ASGD", "lr_scheduler"]
+           "RAdam", "Adadelta", "Rprop", "ASGD", "Adafactor", "lr_scheduler"]
