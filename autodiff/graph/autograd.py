@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 import numpy as np
 
@@ -199,6 +200,30 @@ GRADS[Op.CALLBACK] = _CallbackRule()
 #: one list per ``backward()`` being traced)
 _QUEUED: list[list] = []
 
+#: gradient hooks of traced values (``Tensor.register_hook``, ``retain_grad``): node ->
+#: ``{key: fn}``, ``fn(g: Node) -> Node`` called in insertion order on the node's summed
+#: gradient when a reverse sweep reaches it, each on the previous one's result; the
+#: :data:`RETAIN` entry is called last, its result ignored (PyTorch runs ``retain_grad``'s
+#: hook after the others). Weak: a node nothing references takes its hooks with it.
+TENSOR_HOOKS: "weakref.WeakKeyDictionary[Node, dict]" = weakref.WeakKeyDictionary()
+RETAIN = "retain_grad"
+
+
+def _hooked(n: Node, g: Node) -> Node:
+    """``g``, the gradient of ``n``, through ``n``'s hooks (:data:`TENSOR_HOOKS`)."""
+    hooks = TENSOR_HOOKS.get(n)
+    if not hooks:
+        return g
+    from . import control_ad
+    for key, fn in list(hooks.items()):
+        if key != RETAIN:
+            start = len(TRACER.scope.graph.nodes)
+            g = control_ad.fix_fresh(start, fn(g))
+    if RETAIN in hooks:
+        hooks[RETAIN](g)
+    return g
+
+
 #: leaves of a backward sweep: variables' values, and a scan body's carries and slices
 LEAVES = frozenset({Op.LOAD, Op.ASSIGN, Op.ARG})
 
@@ -209,8 +234,10 @@ def backward(root: Node, seed: Node, on_leaf) -> None:
     Args:
         root: the node to differentiate (any shape).
         seed: its gradient, same shape as ``root``.
-        on_leaf: ``on_leaf(node, grad)`` is called once per ``LOAD``/``ASSIGN`` node that
-            requires grad (a variable's value), with the summed gradient.
+        on_leaf: ``on_leaf(node, grad)`` is called once per variable that requires grad
+            (``node``: one of its ``LOAD``/``ASSIGN`` nodes), with the gradient summed over
+            all of its nodes (a variable read, updated in place under ``no_grad`` and read
+            again has two).
 
     Only nodes of the current scope take part: a value computed in an enclosing scope (read
     by a loop body) is a constant for this backward pass. Complexity: O(nodes + edges).
@@ -221,9 +248,13 @@ def backward(root: Node, seed: Node, on_leaf) -> None:
     queued: list = []
     _QUEUED.append(queued)
     try:
+        leaves: dict = {}              # variable -> (first node, summed gradient)
         for n, g in vjp([(root, seed)], ids, lambda n: False):
             if n.op in (Op.LOAD, Op.ASSIGN):
-                on_leaf(n, g)
+                first = leaves.get(n.arg)
+                leaves[n.arg] = (n, g) if first is None else (first[0], add(first[1], g))
+        for n, g in leaves.values():   # once per variable, as PyTorch's AccumulateGrad
+            on_leaf(n, g)
         while queued:                  # finalizers, in order (one may queue another)
             queued.pop(0)()
     finally:
@@ -297,7 +328,8 @@ def vjp(seeds, inside, wanted) -> list[tuple[Node, Node]]:
             if done is not None:
                 for m in done.nodes:
                     regions[m.id] = None
-                gouts = {m.id: grads.pop(m.id) for m in done.nodes if m.id in grads}
+                gouts = {m.id: _hooked(m, grads.pop(m.id)) for m in done.nodes
+                         if m.id in grads}
                 start = len(TRACER.scope.graph.nodes)
                 for s, gs in control_ad.checkpoint_vjp(done, gouts, inner):
                     give(s, control_ad.fix_fresh(start, gs))
@@ -313,6 +345,7 @@ def vjp(seeds, inside, wanted) -> list[tuple[Node, Node]]:
         g = grads.pop(n.id, None)
         if g is None:
             continue
+        g = _hooked(n, g)
         if n.op in LEAVES:
             out[n.id] = (n, g)
             continue

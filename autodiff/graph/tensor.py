@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from ..errors import ShapeError
-from . import dtypes, grad_state, ops
+from . import autograd as _autograd, dtypes, grad_state, ops
 from .autograd import backward as _backward
 from .ir import Node, Op, Variable
 from .mixins import (CreationMixin, DTypeMixin, DynamicShapeMixin, ElementwiseMixin,
@@ -281,6 +281,79 @@ class Tensor(*MIXINS):
         hooks[handle.id] = hook
         return handle
 
+    def register_hook(self, hook) -> "_HookHandle":
+        """Call ``hook(grad)`` with this tensor's gradient when ``backward()`` computes it
+        (``torch.Tensor.register_hook``). ``grad`` is a traced tensor of this tensor's
+        shape and dtype: the hook runs once, while the backward pass is traced (inside an
+        ``ir_for`` body: once, and what it traces is part of every iteration). It may
+        return a tensor of the same shape and dtype, which replaces the gradient (what
+        flows on to this tensor's inputs, or what a leaf accumulates into ``.grad``), or
+        ``None``. Hooks run in registration order, each on the previous one's result; a
+        leaf's run before its gradient is accumulated (and so before its
+        ``register_post_accumulate_grad_hook`` hooks). A hook registered on a traced
+        tensor sees the gradient of the value the tensor holds now (PyTorch's rule for a
+        tensor later updated in place). Returns a handle whose ``remove()`` unregisters
+        the hook (also a context manager).
+
+        Raises:
+            RuntimeError: the tensor does not require grad (on registration); later, while
+                ``backward()`` is traced, the hook returned a gradient of another shape or
+                dtype (the message names both and the ``file:line`` where the hook was
+                registered).
+            TypeError: (during ``backward()``) the hook returned something other than a
+                tensor or ``None``.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        site = user_site()
+        if self._var is not None:               # a leaf: run by _accumulate
+            hooks = self.__dict__.setdefault("_pre_grad_hooks", {})
+            handle = _HookHandle(hooks)
+            hooks[handle.id] = (hook, site)
+            return handle
+        node = self.node
+        hooks = _autograd.TENSOR_HOOKS.setdefault(node, {})
+        handle = _HookHandle(hooks)
+        hooks[handle.id] = lambda g: _run_hook(hook, site, g)
+        if _autograd.RETAIN in hooks:           # retain_grad's hook stays last
+            hooks[_autograd.RETAIN] = hooks.pop(_autograd.RETAIN)
+        return handle
+
+    def retain_grad(self) -> None:
+        """Make ``backward()`` fill ``.grad`` of this non-leaf tensor
+        (``torch.Tensor.retain_grad``; a no-op on a leaf). ``.grad`` is the gradient after
+        the tensor's hooks, and adds up over several ``backward()`` calls. It is a traced
+        tensor: read it in the traced program (a ``Receiver``) or, for a tensor traced at
+        the top level, with ``.numpy()`` after ``execute()``. After an in-place update it is
+        the gradient of the tensor's new value, as in PyTorch.
+
+        Raises:
+            RuntimeError: the tensor does not require grad.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._var is not None:
+            return
+        self.__dict__["_retains_grad"] = True
+        node, ref = self.node, weakref.ref(self)
+
+        def keep(g: Node) -> None:
+            t = ref()
+            if t is None or t._node is not node:  # gone, or updated in place since
+                return
+            prev = t._grad
+            if prev is not None and prev._var is None and (
+                    prev._generation != TRACER.generation or not TRACER.in_scope(prev._scope)):
+                prev = None                       # a gradient of a closed loop body
+            t.grad = _wrap(g if prev is None else ops.add(prev.node, g))
+        _autograd.TENSOR_HOOKS.setdefault(node, {})[_autograd.RETAIN] = keep
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
+        return bool(self.__dict__.get("_retains_grad"))
+
     def requires_grad_(self, flag: bool = True) -> "Tensor":
         if self._var is None:
             raise RuntimeError("requires_grad_ applies to tensors made from data")
@@ -306,6 +379,8 @@ class Tensor(*MIXINS):
             self._node, self._scope = value, TRACER.scope
             self._generation = TRACER.generation
             self.requires_grad = value.requires_grad
+            if self.__dict__.get("_retains_grad") and value.requires_grad:
+                self.retain_grad()              # .grad: the gradient of the new value
         view = self.__dict__.get("_view_of")
         if view is not None:
             base, back = view
@@ -459,23 +534,57 @@ def _accumulate(leaf: Node, g: Node) -> None:
     t = leaf.arg.owner() if leaf.arg.owner is not None else None
     if t is None:
         return
+    for hook, site in list(t.__dict__.get("_pre_grad_hooks", {}).values()):
+        g = _run_hook(hook, site, g)
     prev = grad_state.base(t)
     t.grad = _wrap(g if prev is None else ops.add(prev, g))
     for hook in list(t.__dict__.get("_grad_hooks", {}).values()):
         hook(t)
 
 
+def _run_hook(hook, site: str, g: Node) -> Node:
+    """``hook``'s replacement for gradient ``g`` (``g`` itself when it returns None).
+
+    Raises:
+        TypeError: the hook returned something other than a tensor or None.
+        RuntimeError: a tensor of another shape or dtype than ``g``'s.
+    """
+    out = hook(_wrap(g))
+    if out is None:
+        return g
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"expected Tensor, but hook '{name}' (registered at {site}) "
+                        f"returned '{type(out).__name__}'")
+    if out.shape != g.shape:
+        raise RuntimeError(f"hook '{name}' (registered at {site}) has changed the size of "
+                           f"value: the gradient has shape {list(g.shape)}, the hook "
+                           f"returned shape {list(out.shape)}")
+    if out.dtype != g.dtype:
+        raise RuntimeError(f"hook '{name}' (registered at {site}) has changed the type of "
+                           f"value (was {g.dtype} got {out.dtype.name})")
+    return out.node
+
+
 class _HookHandle:
-    """What ``register_post_accumulate_grad_hook`` returns (``torch.utils.hooks.
-    RemovableHandle``): ``remove()`` unregisters the hook."""
+    """What the ``register_*hook`` methods return (``torch.utils.hooks.RemovableHandle``):
+    ``remove()`` unregisters the hook (from ``hooks`` and the ``extra`` dicts keyed by the
+    handle's ``id``); ``with handle:`` removes it at the end of the block."""
     _next = 0
 
-    def __init__(self, hooks: dict) -> None:
-        self.hooks, self.id = hooks, _HookHandle._next
+    def __init__(self, hooks: dict, *extra: dict) -> None:
+        self.hooks, self.extra, self.id = hooks, extra, _HookHandle._next
         _HookHandle._next += 1
 
     def remove(self) -> None:
-        self.hooks.pop(self.id, None)
+        for d in (self.hooks, *self.extra):
+            d.pop(self.id, None)
+
+    def __enter__(self) -> "_HookHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
 
 def matmul(a, b) -> Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -59,6 +60,11 @@ def bind_arguments(owner: str, spec, args, kwargs) -> dict:
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
+#: a module's hook tables (:meth:`Module.register_forward_hook`...), PyTorch's attributes
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
 class Module:
     """Base class of layers. Assigning a ``Parameter`` or a ``Module`` attribute registers
     it; ``parameters()`` lists them in definition order (deterministic), a module's own
@@ -70,6 +76,8 @@ class Module:
         object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
+        for name in _HOOK_DICTS:                 # PyTorch's names: hook id -> hook / flag
+            object.__setattr__(self, name, OrderedDict())
 
     def __setattr__(self, name, value) -> None:
         if "_parameters" not in self.__dict__:
@@ -174,7 +182,95 @@ class Module:
         raise NotImplementedError
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks")):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        """``forward`` between the forward pre-hooks and forward hooks, in PyTorch's order
+        and with its rules for what a hook returns (``torch.nn.Module._call_impl``). Hooks
+        run when the module is called, i.e. at trace time."""
+        result, called = None, set()
+        try:
+            for hid, hook in list(self._forward_pre_hooks.items()):
+                if hid in self._forward_pre_hooks_with_kwargs:
+                    new = hook(self, args, kwargs)
+                    if new is not None:
+                        if not (isinstance(new, tuple) and len(new) == 2):
+                            raise RuntimeError("forward pre-hook must return None or a tuple "
+                                               f"of (new_args, new_kwargs), but got {new}.")
+                        args, kwargs = new
+                else:
+                    new = hook(self, args)
+                    if new is not None:
+                        args = new if isinstance(new, tuple) else (new,)
+            result = self.forward(*args, **kwargs)
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in self._forward_hooks_always_called:
+                    called.add(hid)
+                new = (hook(self, args, kwargs, result)
+                       if hid in self._forward_hooks_with_kwargs else hook(self, args, result))
+                if new is not None:
+                    result = new
+            return result
+        except Exception:
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid not in self._forward_hooks_always_called or hid in called:
+                    continue
+                try:
+                    new = (hook(self, args, kwargs, result)
+                           if hid in self._forward_hooks_with_kwargs
+                           else hook(self, args, result))
+                    if new is not None:
+                        result = new
+                except Exception as e:
+                    warnings.warn("module forward hook with ``always_call=True`` raised an "
+                                  "exception that was silenced as another error was raised "
+                                  f"in forward: {e}", stacklevel=2)
+            raise
+
+    # -- hooks -----------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False):
+        """Call ``hook(module, args)`` before each call of :meth:`forward`
+        (``torch.nn.Module.register_forward_pre_hook``; ``args``: the positional arguments,
+        a tuple). It may return a new ``args`` (a single value is wrapped in a tuple) or
+        ``None``. With ``with_kwargs``: ``hook(module, args, kwargs)``, returning ``None``
+        or ``(args, kwargs)`` (anything else: ``RuntimeError``). Hooks run in registration
+        order (``prepend``: before those registered so far), when the module is called:
+        at trace time, once for an ``ir_for`` body, so what they trace is part of every
+        iteration. Returns a handle whose ``remove()`` unregisters the hook (also a context
+        manager)."""
+        from ..graph.tensor import _HookHandle
+        handle = _HookHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False):
+        """Call ``hook(module, args, output)`` after each call of :meth:`forward`
+        (``torch.nn.Module.register_forward_hook``; ``args``: the positional arguments as
+        the forward pre-hooks left them). It may return a replacement output or ``None``.
+        With ``with_kwargs``: ``hook(module, args, kwargs, output)``. ``always_call``: also
+        called (output ``None`` if forward raised) when forward or a hook raised, its own
+        exception then a warning, the first one re-raised. Order, ``prepend``, trace-time
+        calls and the handle as :meth:`register_forward_pre_hook`."""
+        from ..graph.tensor import _HookHandle
+        handle = _HookHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
+                             self._forward_hooks_always_called)
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
 
     # -- traversal -------------------------------------------------------------------
     def named_modules(self, memo: set | None = None, prefix: str = "",
