@@ -11,10 +11,10 @@ import numpy as np
 
 from ..errors import ShapeError, TracedValueError
 from ..graph import ops
+from ..graph.mixins.dtype import known_values
 from ..graph.trace import user_site
 from ..graph.tensor import Tensor, _wrap, concat, where
 from .functional import _tensor
-from .margin_losses import _known
 
 _NEG_INF = -math.inf
 
@@ -38,7 +38,7 @@ def _lengths(value, name: str, n: int, unbatched: bool, site: str) -> np.ndarray
     if isinstance(value, Tensor):
         if value.dtype not in ("int32", "int64"):
             raise RuntimeError(f"ctc_loss: {name} must be integral, got {value.dtype}")
-        known = _known(value)
+        known = known_values(value)
         if known is None:
             raise _traced_lengths(name, site)
         value = known
@@ -154,7 +154,7 @@ def ctc_loss(log_probs: Tensor, targets, input_lengths, target_lengths, blank: i
     else:
         raise ShapeError("ctc_loss", [log_probs.shape, targets.shape], site,
                          "targets must be [N, S] (padded) or 1-D (concatenated)")
-    known = _known(targets)
+    known = known_values(targets)
     if known is not None and known.size:
         used = np.concatenate([known.reshape(-1)[r: r + k] for r, k in zip(rows[:, 0], tl)]
                               + [np.zeros(0, known.dtype)])

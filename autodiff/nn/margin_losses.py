@@ -8,8 +8,9 @@ import math
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TracedValueError
+from ..errors import DTypeError, ShapeError
 from ..graph import ops
+from ..graph.mixins.dtype import known_values
 from ..graph.trace import user_site
 from ..graph.tensor import Tensor, _wrap, where
 from .functional import _check_reduction, _tensor, logsigmoid, reduce_loss, softplus
@@ -157,15 +158,6 @@ def _legacy(size_average, reduce, reduction: str) -> str:
     return legacy_reduction(size_average, reduce)
 
 
-def _known(t: Tensor) -> np.ndarray | None:
-    """``t``'s value if it is known while tracing (a host constant or a variable the
-    program does not assign), else None."""
-    try:
-        return t._host_value("value", "")
-    except (TracedValueError, RuntimeError):
-        return None
-
-
 def multilabel_margin_loss(input: Tensor, target, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
     """Multi-class multi-label hinge loss (``torch.nn.functional.multilabel_margin_loss``):
@@ -214,7 +206,7 @@ def multilabel_margin_loss(input: Tensor, target, size_average=None, reduce=None
     if target.dtype not in ("int32", "int64"):
         raise DTypeError(f"multilabel_margin_loss: target must be int64 (or int32) class "
                          f"indices, got {target.dtype} (at {user_site()})")
-    value = _known(target)
+    value = known_values(target)
     if value is not None and value.size and (value.min() < -1 or value.max() >= n_cls):
         raise RuntimeError(f"multilabel_margin_loss: argument #2 'target' is out of range: "
                            f"values must be in [-1, {n_cls}), got {value.min()}..{value.max()}")
