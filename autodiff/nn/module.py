@@ -242,14 +242,8 @@ class Module:
         at trace time, once for an ``ir_for`` body, so what they trace is part of every
         iteration. Returns a handle whose ``remove()`` unregisters the hook (also a context
         manager)."""
-        from ..graph.tensor import _HookHandle
-        handle = _HookHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
-        self._forward_pre_hooks[handle.id] = hook
-        if with_kwargs:
-            self._forward_pre_hooks_with_kwargs[handle.id] = True
-        if prepend:
-            self._forward_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _register(self._forward_pre_hooks, hook, prepend,
+                         (self._forward_pre_hooks_with_kwargs, with_kwargs))
 
     def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
                               always_call: bool = False):
@@ -260,17 +254,9 @@ class Module:
         called (output ``None`` if forward raised) when forward or a hook raised, its own
         exception then a warning, the first one re-raised. Order, ``prepend``, trace-time
         calls and the handle as :meth:`register_forward_pre_hook`."""
-        from ..graph.tensor import _HookHandle
-        handle = _HookHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
-                             self._forward_hooks_always_called)
-        self._forward_hooks[handle.id] = hook
-        if with_kwargs:
-            self._forward_hooks_with_kwargs[handle.id] = True
-        if always_call:
-            self._forward_hooks_always_called[handle.id] = True
-        if prepend:
-            self._forward_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _register(self._forward_hooks, hook, prepend,
+                         (self._forward_hooks_with_kwargs, with_kwargs),
+                         (self._forward_hooks_always_called, always_call))
 
     # -- traversal -------------------------------------------------------------------
     def named_modules(self, memo: set | None = None, prefix: str = "",
@@ -496,3 +482,18 @@ class Module:
 
     def extra_repr(self) -> str:
         return ""
+
+
+def _register(hooks, hook, prepend: bool, *flags) -> "_HookHandle":
+    """Put ``hook`` in the ordered table ``hooks`` (first with ``prepend``), set its entry
+    in each ``(flag table, on)`` pair that is on, and return the handle that removes it from
+    all of them."""
+    from ..graph.tensor import _HookHandle
+    handle = _HookHandle(hooks, *(table for table, _ in flags))
+    hooks[handle.id] = hook
+    for table, on in flags:
+        if on:
+            table[handle.id] = True
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle

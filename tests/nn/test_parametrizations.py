@@ -241,38 +241,28 @@ def test_spectral_norm_trains_in_a_loop_like_torch(device):
 
 
 # -- register_parametrization -------------------------------------------------------------
-class _Symmetric(nn.Module):
-    def forward(self, x):
-        return x.triu() + x.triu(1).transpose(0, 1)
+def _parametrizations(lib):
+    """A symmetric-matrix and a scaling parametrization (with ``right_inverse``) as modules
+    of ``lib`` (``autodiff.nn`` or ``torch.nn``)."""
+    class Symmetric(lib.Module):
+        def forward(self, x):
+            return x.triu() + x.triu(1).transpose(0, 1)
+
+    class Scale(lib.Module):
+        def __init__(self, s):
+            super().__init__()
+            self.s = s
+
+        def forward(self, x):
+            return x * self.s
+
+        def right_inverse(self, x):
+            return x / self.s
+    return Symmetric, Scale
 
 
-class _Scale(nn.Module):
-    def __init__(self, s):
-        super().__init__()
-        self.s = s
-
-    def forward(self, x):
-        return x * self.s
-
-    def right_inverse(self, x):
-        return x / self.s
-
-
-class _TSymmetric(torch.nn.Module):
-    def forward(self, x):
-        return x.triu() + x.triu(1).transpose(0, 1)
-
-
-class _TScale(torch.nn.Module):
-    def __init__(self, s):
-        super().__init__()
-        self.s = s
-
-    def forward(self, x):
-        return x * self.s
-
-    def right_inverse(self, x):
-        return x / self.s
+_Symmetric, _Scale = _parametrizations(nn)
+_TSymmetric, _TScale = _parametrizations(torch.nn)
 
 
 @pytest.mark.parametrize("device", device_params())
