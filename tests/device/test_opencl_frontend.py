@@ -38,6 +38,8 @@ def _pocl_options() -> list[str]:
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120).stderr
     m = re.search(r"all build options: (.*)", err)
+    if m is None and "POCL_DEBUG" not in DEV.platform.version:
+        pytest.skip("this PoCL was built without POCL_DEBUG: it cannot print its options")
     assert m is not None, err[-2000:]
     return m.group(1).split()
 
