@@ -188,3 +188,13 @@ def test_flags_need_the_device_to_name_its_triple_and_cpu():
     class Fake:
         version = "OpenCL 3.0 SomeVendor"
     assert frontend.flags(Fake(), "x86_64-pc-linux-gnu") is None
+
+
+def test_a_failing_lookup_leaves_the_build_to_pocl(monkeypatch):
+    """A platform query that raises (an OpenCL 1.2 device has no OpenCL C features) gives
+    no front end instead of an error in the compile."""
+    def broken(device):
+        raise RuntimeError("clGetDeviceInfo failed: INVALID_VALUE")
+    monkeypatch.setattr(frontend, "_make", broken)
+    monkeypatch.setattr(frontend, "_CACHE", {})
+    assert frontend.for_device(DEV) is None
