@@ -80,6 +80,8 @@ class Frontend:
         self._no_pch = False                    # it failed: compiles parse the headers
 
     def pch_path(self) -> str:
+        """Where this front end's precompiled header is kept (in the generated sources'
+        cache directory, named by :attr:`key`)."""
         from .runtime import source_dir
         return os.path.join(source_dir(), f"headers-{self.key}.pch")
 

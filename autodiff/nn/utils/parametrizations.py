@@ -27,15 +27,6 @@ def norm_except_dim(v: Tensor, dim: int) -> Tensor:
     return (v * v).sum(axes, keepdim=True).sqrt() if axes else v.abs()
 
 
-def _np_norm_except_dim(v: np.ndarray, dim: int) -> np.ndarray:
-    v = v.astype(np.float32)
-    if dim == -1:
-        return np.asarray(np.sqrt((v * v).sum(dtype=np.float32)), np.float32)
-    d = dim % v.ndim
-    axes = tuple(a for a in range(v.ndim) if a != d)
-    return np.sqrt((v * v).sum(axis=axes, keepdims=True, dtype=np.float32)).astype(np.float32)
-
-
 class _WeightNorm(Module):
     """``g * v / ||v||`` (the norm over every dim but ``dim``): ``forward(g, v)``;
     ``right_inverse(w) = (||w||, w)``."""
@@ -49,12 +40,6 @@ class _WeightNorm(Module):
 
     def right_inverse(self, weight: Tensor):
         return norm_except_dim(weight, self.dim), weight
-
-    def _host_forward(self, g: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return (v * (g / _np_norm_except_dim(v, self.dim))).astype(np.float32)
-
-    def _host_right_inverse(self, w: np.ndarray):
-        return _np_norm_except_dim(w, self.dim), np.array(w, copy=True)
 
 
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:

@@ -11,7 +11,7 @@ import numpy as np
 from ...graph.tensor import Tensor
 from ..module import Module, Parameter
 from . import parametrize
-from .parametrizations import _np_norm_except_dim, norm_except_dim
+from .parametrizations import norm_except_dim
 
 __all__ = ["weight_norm", "remove_weight_norm", "WeightNorm"]
 
@@ -45,19 +45,19 @@ class WeightNorm:
             raise RuntimeError("weight_norm: the weight's value must be known when it is "
                                "applied (call it outside an ir_for body)")
         del module._parameters[name]
-        module.register_parameter(name + "_g", Parameter(_np_norm_except_dim(w, fn.dim)))
+        g = parametrize.host_value(norm_except_dim(weight, fn.dim))
+        module.register_parameter(name + "_g", Parameter(g))
         module.register_parameter(name + "_v", Parameter(np.array(w, np.float32)))
         setattr(module, name, fn.compute_weight(module))
         module.register_forward_pre_hook(fn)
         return fn
 
     def remove(self, module: Module) -> None:
-        g = parametrize.host_value(getattr(module, self.name + "_g"))
-        v = parametrize.host_value(getattr(module, self.name + "_v"))
-        if g is not None and v is not None:
-            weight = Parameter((v * (g / _np_norm_except_dim(v, self.dim))).astype(np.float32))
+        w = self.compute_weight(module)
+        value = parametrize.host_value(w)
+        if value is not None:
+            weight = Parameter(value.astype(np.float32))
         else:                                   # inside a traced body: a traced copy
-            w = self.compute_weight(module)
             weight = Parameter(np.zeros(w.shape, np.float32))
             parametrize._set_value(weight, w)
         delattr(module, self.name)
