@@ -102,12 +102,12 @@ def reshape(x: Node, shape) -> Node:
     shape = [int(d) for d in shape]
     if shape.count(-1) > 1:
         raise ShapeError("reshape", [x.shape, shape], user_site(), "more than one -1")
-    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    known = math.prod(d for d in shape if d != -1)
     if -1 in shape:
         if known == 0 or x.size % known:
             raise ShapeError("reshape", [x.shape, shape], user_site(), "sizes differ")
         shape[shape.index(-1)] = x.size // known
-    if int(np.prod(shape, dtype=np.int64)) != x.size or any(d < 0 for d in shape):
+    if math.prod(shape) != x.size or any(d < 0 for d in shape):
         raise ShapeError("reshape", [x.shape, shape], user_site(), "sizes differ")
     if tuple(shape) == x.shape:
         return x

@@ -12,6 +12,7 @@ movement, reduce, indexing; tinygrad's layout) and are composed into :class:`Ten
 """
 from __future__ import annotations
 
+import math
 import numbers
 import weakref
 
@@ -156,7 +157,7 @@ class Tensor(*MIXINS):
         return self.ndim
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))
 
     def size(self, dim: int | None = None):
         return self.shape if dim is None else self.shape[self._dim(dim)]

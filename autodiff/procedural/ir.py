@@ -48,10 +48,9 @@ with the same work item.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
-
-import numpy as np
 
 from ..graph import dtypes
 from ..graph.ir import CallbackSpec, FeederSpec, Op, ReceiverSpec, Variable
@@ -100,7 +99,7 @@ class Buffer:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))
 
     @property
     def itemsize(self) -> int:
@@ -176,7 +175,7 @@ class Select(Value):
 
 # value expressions are trees: hash each node once (remat's op counts put every node of a
 # kernel's expressions in a set; a 60-op chain's fusion took 6.5 s, 4 of them in hashing)
-Apply.__hash__ = Select.__hash__ = cached_hash
+Apply.__hash__, Select.__hash__ = cached_hash(Apply), cached_hash(Select)
 
 
 @dataclass(frozen=True, eq=True)

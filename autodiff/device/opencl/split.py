@@ -33,15 +33,15 @@ JIT_WEIGHT = 2.6
 def callees(sources: list[Source]) -> dict[str, set[str]]:
     """For each source's name, the names of the other sources its text calls (a body's
     function is named ``<name>_body``: :func:`~autodiff.device.cstyle.dialect.body_name`)."""
+    found = [[(m.start(), m[1]) for m in _CALL.finditer(s.src)] for s in sources]
     by_function = {}
-    for s in sources:
-        defined = re.search(rf"\b({re.escape(s.name)}|{re.escape(body_name(s.name))})\s*\(",
-                            s.src)
-        by_function[defined[1] if defined else s.name] = s.name
+    for s, calls in zip(sources, found):
+        own = (s.name, body_name(s.name))
+        by_function[next((f for _, f in calls if f in own), s.name)] = s.name
     out = {}
-    for s in sources:
-        names = {by_function[f] for f in _CALL.findall(s.src.split("{", 1)[-1])
-                 if f in by_function}
+    for s, calls in zip(sources, found):
+        brace = s.src.find("{")             # calls in the code, after the signature
+        names = {by_function[f] for at, f in calls if at > brace and f in by_function}
         out[s.name] = names - {s.name}
     return out
 
