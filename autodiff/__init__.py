@@ -19,7 +19,7 @@ from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bfloat16, can_cast, float16, float32, int32, int64,
                            promote_types, result_type)
 from .runtime import Report, execute, print_graph
-from . import special
+from . import linalg, special
 from .special import polygamma
 
 cat = concatenate = concat
@@ -74,7 +74,7 @@ METHOD_FUNCTIONS = (
     # products and extras
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "addmv", "baddbmm",
     "addbmm", "clone", "nansum", "nanmean", "aminmax", "logit", "diff", "addcmul", "addcdiv",
-    "kron", "cross",
+    "kron", "cross", "inverse", "det", "logdet", "slogdet",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
     # more elementwise, shape, linear algebra and index updates
@@ -128,7 +128,7 @@ __all__ = ["Tensor", "Feeder", "Receiver", "host_callback", "ir_for", "ir_if", "
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
            "linspace", "eye", "empty", "rand", "meshgrid", "einsum", "cdist", *METHOD_FUNCTIONS,
-           "div", "special", "polygamma",
+           "div", "special", "linalg", "polygamma",
            "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
            "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",
            "get_default_dtype", "finfo", "iinfo"]

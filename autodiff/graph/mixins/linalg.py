@@ -6,6 +6,11 @@ broadcast product for ``outer``), so fusion and the arena treat it as ``matmul``
 ``kron`` and ``cross`` are broadcast products of views; :func:`cdist` (a module function,
 as ``torch.cdist``) is a broadcast difference reduced over the feature dim, or for
 ``p=2`` with more than 25 rows the ``matmul`` form PyTorch switches to.
+
+``inverse``, ``det``, ``slogdet``, ``logdet`` (and ``matrix_power`` with ``n < 0``) are
+LU / Gauss-Jordan elimination with partial pivoting unrolled over the matrix size:
+:mod:`.lu`, which also holds ``torch.linalg``'s ``inv_ex``, ``solve`` and ``solve_ex``
+(exposed as :mod:`autodiff.linalg`).
 """
 from __future__ import annotations
 
@@ -166,26 +171,22 @@ class LinalgMixin:
 
     def matrix_power(self, n: int):
         """The matrix (or batch of matrices) multiplied by itself ``n`` times
-        (``torch.matrix_power``): the identity for ``n = 0``, else repeated squaring
-        (``ceil(log2 n)`` squarings and at most as many products).
+        (``torch.matrix_power``, ``torch.linalg.matrix_power``): the identity for ``n = 0``,
+        else repeated squaring (``ceil(log2 n)`` squarings and at most as many products);
+        for ``n < 0`` the power ``-n`` of :meth:`inverse` (as PyTorch computes it).
 
         Raises:
-            RuntimeError: rank < 2 or non-square matrices.
-            NotImplementedError: ``n < 0``, which needs a matrix inverse: autodiff has no
-                ``linalg.inv`` (no LU decomposition among the graph ops).
+            RuntimeError: rank < 2 or non-square matrices; for ``n < 0`` the errors of
+                :meth:`inverse` (a dtype other than float32; ``LinAlgError``, a
+                ``RuntimeError``, for a singular matrix whose values are known while
+                tracing).
         """
-        if self.ndim < 2:
-            raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "
-                               "dimensions.")
-        r, c = self.shape[-2:]
-        if r != c:
-            raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, "
-                               f"but they are {r} by {c} matrices")
+        from .lu import check_square
+        check_square(self, "linalg.matrix_power", limit=False)
+        r = self.shape[-1]
         n = int(n)
         if n < 0:
-            raise NotImplementedError(f"matrix_power(n={n}): a negative power needs the matrix "
-                                      f"inverse, which autodiff lacks (no linalg.inv graph "
-                                      f"op); traced at {user_site()}")
+            return self.inverse().matrix_power(-n)
         if n == 0:
             eye = self._const(np.eye(r, dtype=np.float32)).to(self.dtype)
             return eye.broadcast_to(self.shape)
@@ -197,6 +198,58 @@ class LinalgMixin:
             if n:
                 base = base @ base
         return out
+
+    # -- inverse, determinants (autodiff/graph/mixins/lu.py) ------------------------------
+    def inverse(self):
+        """The inverse of a float32 matrix or batch ``[*B, n, n]`` (``torch.inverse``,
+        ``torch.linalg.inv``): Gauss-Jordan elimination with partial pivoting unrolled over
+        ``n`` (Golub & Van Loan, "Matrix Computations", sec. 3.2-3.4;
+        :mod:`~autodiff.graph.mixins.lu`), gradient ``-A^-T G A^-T``. A singular matrix
+        gives ``±inf``/NaN entries when it runs.
+
+        Raises:
+            RuntimeError: rank < 2, non-square matrices, a dtype other than float32
+                (PyTorch's messages); ``LinAlgError`` (a ``RuntimeError``): a singular
+                matrix whose values are known while tracing. ``NotImplementedError``:
+                ``n`` above ``lu.MAX_N`` (256).
+        """
+        from .lu import inv
+        return inv(self)
+
+    def det(self):
+        """The determinant ``[*B]`` of float32 ``[*B, n, n]`` (``torch.det``,
+        ``torch.linalg.det``): the sign of the pivoting permutation times the product of
+        LU's pivots (partial pivoting, :mod:`~autodiff.graph.mixins.lu`); 0 for a matrix
+        the elimination finds exactly singular. Gradient ``det(A) A^-T`` (0 where ``A^-1``
+        is not finite).
+
+        Raises:
+            RuntimeError: rank < 2, non-square, integer or bool input.
+            NotImplementedError: float16/bfloat16 (PyTorch's ``"lu_cpu" not implemented``),
+                ``n`` above ``lu.MAX_N``.
+        """
+        from .lu import det
+        return det(self)
+
+    def slogdet(self):
+        """``(sign, logabsdet)`` of float32 ``[*B, n, n]``, each ``[*B]`` float32
+        (``torch.slogdet``, ``torch.linalg.slogdet``; a named tuple): the sign of the
+        determinant (0 if singular; it takes no gradient) and ``log|det|`` as the sum of
+        ``log|pivot|`` (no overflow for large ``n``), gradient ``A^-T``.
+
+        Raises:
+            RuntimeError: rank < 2, non-square, a dtype other than float32.
+            NotImplementedError: ``n`` above ``lu.MAX_N``.
+        """
+        from .lu import slogdet
+        return slogdet(self, name="linalg.slogdet")
+
+    def logdet(self):
+        """``log det`` ``[*B]`` of float32 ``[*B, n, n]`` (``torch.logdet``): NaN where the
+        determinant is negative (gradient 0 there), ``-inf`` where it is 0; gradient
+        ``A^-T``. Raises as :meth:`slogdet` (PyTorch's ``logdet:`` messages)."""
+        from .lu import logdet
+        return logdet(self)
 
     # -- Kronecker and cross products ----------------------------------------------------
     def kron(self, other):
