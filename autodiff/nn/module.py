@@ -10,6 +10,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor, _as_array
 from ..graph.trace import OWNERS
+from .backward_hooks import BackwardHook
 
 
 class Parameter(Tensor):
@@ -62,7 +63,17 @@ IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "
 
 #: a module's hook tables (:meth:`Module.register_forward_hook`...), PyTorch's attributes
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
-               "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_backward_hooks", "_backward_pre_hooks")
+
+#: hooks of every module (``torch.nn.modules.module``'s globals of these names), run
+#: before each module's own: :func:`register_module_forward_pre_hook` ...
+_global_forward_pre_hooks: "OrderedDict[int, object]" = OrderedDict()
+_global_forward_hooks: "OrderedDict[int, object]" = OrderedDict()
+_global_forward_hooks_with_kwargs: "OrderedDict[int, bool]" = OrderedDict()
+_global_forward_hooks_always_called: "OrderedDict[int, bool]" = OrderedDict()
+_global_backward_pre_hooks: "OrderedDict[int, object]" = OrderedDict()
+_global_backward_hooks: "OrderedDict[int, object]" = OrderedDict()
 
 
 class Module:
@@ -183,17 +194,29 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__
-        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks")):
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks")
+                or d.get("_backward_hooks") or d.get("_backward_pre_hooks")
+                or _global_forward_pre_hooks or _global_forward_hooks
+                or _global_backward_pre_hooks or _global_backward_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
         """``forward`` between the forward pre-hooks and forward hooks, in PyTorch's order
-        and with its rules for what a hook returns (``torch.nn.Module._call_impl``). Hooks
-        run when the module is called, i.e. at trace time."""
+        and with its rules for what a hook returns (``torch.nn.Module._call_impl``); with
+        backward hooks, the positional tensor arguments and the output tensors pass through
+        identity nodes whose gradients call them (:class:`~.backward_hooks.BackwardHook`). Hooks run when
+        the module is called, i.e. at trace time; global hooks before the module's own."""
+        d = self.__dict__
+        fw_kw = d.get("_forward_hooks_with_kwargs", {})
+        fw_always = d.get("_forward_hooks_always_called", {})
         result, called = None, set()
         try:
-            for hid, hook in list(self._forward_pre_hooks.items()):
+            full = [*_global_backward_hooks.values(), *d.get("_backward_hooks", {}).values()]
+            pre_bw = [*_global_backward_pre_hooks.values(),
+                      *d.get("_backward_pre_hooks", {}).values()]
+            for hid, hook in (*_global_forward_pre_hooks.items(),
+                              *d.get("_forward_pre_hooks", {}).items()):
                 if hid in self._forward_pre_hooks_with_kwargs:
                     new = hook(self, args, kwargs)
                     if new is not None:
@@ -205,29 +228,43 @@ class Module:
                     new = hook(self, args)
                     if new is not None:
                         args = new if isinstance(new, tuple) else (new,)
+            bw = None
+            if full or pre_bw:
+                bw = BackwardHook(self, full, pre_bw)
+                args = bw.setup_input(args)
             result = self.forward(*args, **kwargs)
-            for hid, hook in list(self._forward_hooks.items()):
-                if hid in self._forward_hooks_always_called:
+            for hid, hook in (*_global_forward_hooks.items(), *d.get("_forward_hooks", {}).items()):
+                if hid in fw_always or hid in _global_forward_hooks_always_called:
                     called.add(hid)
                 new = (hook(self, args, kwargs, result)
-                       if hid in self._forward_hooks_with_kwargs else hook(self, args, result))
+                       if hid in fw_kw or hid in _global_forward_hooks_with_kwargs
+                       else hook(self, args, result))
                 if new is not None:
                     result = new
+            if bw is not None:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a "
+                                  "Tensor or a tuple of Tensors but received "
+                                  f"{type(result)}", stacklevel=3)
+                result = bw.setup_output(result)
             return result
         except Exception:
-            for hid, hook in list(self._forward_hooks.items()):
-                if hid not in self._forward_hooks_always_called or hid in called:
-                    continue
-                try:
-                    new = (hook(self, args, kwargs, result)
-                           if hid in self._forward_hooks_with_kwargs
-                           else hook(self, args, result))
-                    if new is not None:
-                        result = new
-                except Exception as e:
-                    warnings.warn("module forward hook with ``always_call=True`` raised an "
-                                  "exception that was silenced as another error was raised "
-                                  f"in forward: {e}", stacklevel=2)
+            for table, always, kw, what in (
+                    (_global_forward_hooks, _global_forward_hooks_always_called, {},
+                     "global module forward hook"),
+                    (d.get("_forward_hooks", {}), fw_always, fw_kw, "module forward hook")):
+                for hid, hook in list(table.items()):
+                    if hid not in always or hid in called:
+                        continue
+                    try:
+                        new = (hook(self, args, kwargs, result) if hid in kw
+                               else hook(self, args, result))
+                        if new is not None:
+                            result = new
+                    except Exception as e:
+                        warnings.warn(f"{what} with ``always_call=True`` raised an exception "
+                                      "that was silenced as another error was raised in "
+                                      f"forward: {e}", stacklevel=2)
             raise
 
     # -- hooks -----------------------------------------------------------------------
@@ -257,6 +294,66 @@ class Module:
         return _register(self._forward_hooks, hook, prepend,
                          (self._forward_hooks_with_kwargs, with_kwargs),
                          (self._forward_hooks_always_called, always_call))
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """Call ``hook(module, grad_output) -> new grad_output or None`` when the gradients
+        of the module's outputs are computed
+        (``torch.nn.Module.register_full_backward_pre_hook``).
+
+        ``grad_output`` is a tuple with one entry per output (a tuple output; else one):
+        the gradient of an output tensor (a traced tensor of its shape and dtype), None
+        for a non-tensor output, an output that does not require grad or one the loss does
+        not reach. A returned tuple (the same length) replaces it: that is what flows back
+        into the module (its parameters' gradients and ``grad_input`` change); a None
+        entry stops the gradient of that output (zeros here, where PyTorch passes none).
+
+        Hooks run in registration order (``prepend``: first), global ones
+        (:func:`register_module_full_backward_pre_hook`) before, each on the previous one's
+        result, and before the :meth:`register_full_backward_hook` hooks. They run while
+        ``backward()`` is traced (once for an ``ir_for`` body; what they trace is part of
+        every iteration), once per call of the module and ``backward()`` reaching it.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook (also a context manager).
+
+        Raises:
+            RuntimeError: (during ``backward()``) the hook returned a tuple of another
+                length (PyTorch's message), or a gradient of another shape or dtype.
+            TypeError: (during ``backward()``) a returned entry is neither a tensor nor
+                None.
+        """
+        return _register(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """Call ``hook(module, grad_input, grad_output) -> new grad_input or None`` when the
+        gradients of the module's inputs are computed
+        (``torch.nn.Module.register_full_backward_hook``).
+
+        ``grad_input`` has one entry per positional argument of the call (keyword
+        arguments are ignored): the gradient flowing out of the module to a tensor
+        argument (traced, of its shape and dtype; zeros for a tensor that does not require
+        grad or that the module does not use, as PyTorch), None for a non-tensor.
+        ``grad_output`` is as :meth:`register_full_backward_pre_hook` gives it (after the
+        pre-hooks). A returned tuple (the same length) replaces ``grad_input``: that is
+        what flows on to the arguments (the gradients of whatever computed them); the
+        module's own parameter gradients do not change.
+
+        When no tensor argument requires grad, the hooks run when the output gradients are
+        computed, with ``grad_input`` all None (a ``UserWarning``, as PyTorch) and must
+        return None; when no output requires grad they never run. The module's forward
+        gets, and its caller receives, an identity view of each tensor (a node that costs
+        nothing at run time; several tensors are packed into one vector, one copy).
+        Order, ``prepend``, global hooks (:func:`register_module_full_backward_hook`),
+        trace-time calls and the handle as :meth:`register_full_backward_pre_hook`.
+
+        Raises:
+            RuntimeError: (during ``backward()``) the hook returned a tuple of another
+                length, not-None values when no input requires grad (PyTorch's messages),
+                or a gradient of another shape or dtype.
+            TypeError: (during ``backward()``) a returned entry is neither a tensor nor
+                None.
+        """
+        return _register(self._backward_hooks, hook, prepend)
 
     # -- traversal -------------------------------------------------------------------
     def named_modules(self, memo: set | None = None, prefix: str = "",
@@ -484,6 +581,38 @@ class Module:
         return ""
 
 
+def register_module_forward_pre_hook(hook):
+    """A forward pre-hook of every module, run before each module's own
+    (``torch.nn.modules.module.register_module_forward_pre_hook``): ``hook(module, args)``
+    as :meth:`Module.register_forward_pre_hook`. Returns its removable handle."""
+    return _register(_global_forward_pre_hooks, hook, False)
+
+
+def register_module_forward_hook(hook, *, with_kwargs: bool = False,
+                                 always_call: bool = False):
+    """A forward hook of every module, run before each module's own
+    (``torch.nn.modules.module.register_module_forward_hook``): ``hook(module, args,
+    output)`` (``with_kwargs``: ``hook(module, args, kwargs, output)``), ``always_call``
+    as :meth:`Module.register_forward_hook`. Returns its removable handle."""
+    return _register(_global_forward_hooks, hook, False,
+                     (_global_forward_hooks_with_kwargs, with_kwargs),
+                     (_global_forward_hooks_always_called, always_call))
+
+
+def register_module_full_backward_pre_hook(hook):
+    """A backward pre-hook of every module, run before each module's own
+    (``torch.nn.modules.module.register_module_full_backward_pre_hook``): see
+    :meth:`Module.register_full_backward_pre_hook`. Returns its removable handle."""
+    return _register(_global_backward_pre_hooks, hook, False)
+
+
+def register_module_full_backward_hook(hook):
+    """A full backward hook of every module, run before each module's own
+    (``torch.nn.modules.module.register_module_full_backward_hook``): see
+    :meth:`Module.register_full_backward_hook`. Returns its removable handle."""
+    return _register(_global_backward_hooks, hook, False)
+
+
 def _register(hooks, hook, prepend: bool, *flags) -> "_HookHandle":
     """Put ``hook`` in the ordered table ``hooks`` (first with ``prepend``), set its entry
     in each ``(flag table, on)`` pair that is on, and return the handle that removes it from
@@ -497,3 +626,6 @@ def _register(hooks, hook, prepend: bool, *flags) -> "_HookHandle":
     if prepend:
         hooks.move_to_end(handle.id, last=False)
     return handle
+
+
+from . import modules as _modules  # noqa: E402,F401  (autodiff.nn.modules.module, as torch)

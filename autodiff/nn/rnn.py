@@ -9,16 +9,28 @@ The input projection of every time step is one DOT per layer and direction
 its backward a rolled loop over saved per-step values): the graph and the compile time do
 not grow with the length. Shorter ones are unrolled while tracing (one set of nodes per
 step), which lets fusion work across steps.
+
+``RNN``/``LSTM``/``GRU`` also take a :class:`~autodiff.nn.utils.rnn.PackedSequence` (its
+batch sizes known while tracing): the batch runs padded to the longest length, sorted as
+packed, and a constant mask of the valid steps freezes each sequence's state after its
+last step and zeroes its outputs there (a reverse direction starts at each sequence's own
+last step). The output is packed again in PyTorch's layout and ``h_n`` (``c_n``) is each
+sequence's state at its last valid step, in the original batch order, as PyTorch.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..errors import ShapeError
 from ..graph.control import scan
-from ..graph.tensor import Tensor, concat, default_rng, stack, zeros
+from ..graph.tensor import Tensor, concat, default_rng, stack, where, zeros
+from ..graph.trace import user_site
 from . import functional as F
 from .dropout import RandomStream
 from .module import Module, Parameter
+from .utils.rnn import PackedSequence, _gather_rows, _layout, _packed_rows, _padded_rows
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -50,16 +62,29 @@ def _cell(mode: str, gi: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr=None):
     return n + u * (h - n), None          # (1 - u) * n + u * h
 
 
-def _scan(mode: str, gi: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr, reverse: bool):
-    """The time loop as one scan over ``gi [L, N, G]``: ``((h_n, c_n), outputs [L, N, H])``."""
+def _masked(m, h_new: Tensor, c_new, h: Tensor, c):
+    """A step under mask ``m [N, 1]`` (bool; None: every row valid): ``(output, h, c)``,
+    the output zero and the state kept where ``m`` is False."""
+    if m is None:
+        return h_new, h_new, c_new
+    return (where(m, h_new, 0.0), where(m, h_new, h),
+            where(m, c_new, c) if c is not None else None)
+
+
+def _scan(mode: str, gi: Tensor, h: Tensor, c, w_hh: Tensor, b_hh, w_hr, reverse: bool,
+          mask=None):
+    """The time loop as one scan over ``gi [L, N, G]``: ``((h_n, c_n), outputs [L, N, H])``;
+    ``mask`` (bool ``[L, N, 1]`` or None): see :func:`_masked`."""
     lstm = mode == "LSTM"
 
-    def step(carry, g):
+    def step(carry, x):
         h, c = carry if lstm else (carry, None)
-        h, c = _cell(mode, g, h, c, w_hh, b_hh, w_hr)
-        return ((h, c) if lstm else h), h
+        g, m = x if mask is not None else (x, None)
+        y, h, c = _masked(m, *_cell(mode, g, h, c, w_hh, b_hh, w_hr), h, c)
+        return ((h, c) if lstm else h), y
 
-    carry, ys = scan(step, (h, c) if lstm else h, gi, reverse=reverse)
+    xs = (gi, mask) if mask is not None else gi
+    carry, ys = scan(step, (h, c) if lstm else h, xs, reverse=reverse)
     return (carry if lstm else (carry, None)), ys
 
 
@@ -107,19 +132,41 @@ class RNNBase(Module):
         return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), \
             get("weight_hr")
 
-    def forward(self, input: Tensor, hx=None):
+    def forward(self, input, hx=None):
         """Run the sequence (see :class:`LSTM` for shapes); returns ``(output, h_n)``, for
-        LSTM ``(output, (h_n, c_n))``."""
+        LSTM ``(output, (h_n, c_n))``. ``input`` may be a
+        :class:`~autodiff.nn.utils.rnn.PackedSequence` (then ``output`` is one too)."""
         name = type(self).__name__
-        if input.ndim not in (2, 3):
-            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
-                             "instead")
-        if input.shape[-1] != self.input_size:
-            raise ValueError(f"{name}: input.size(-1) must be equal to input_size. Expected "
-                             f"{self.input_size}, got {input.shape[-1]}")
-        unbatched = input.ndim == 2
-        x = input.unsqueeze(1) if unbatched else \
-            (input.transpose(0, 1) if self.batch_first else input)       # [L, N, in]
+        site = user_site()
+        packed = isinstance(input, PackedSequence)
+        mask = None
+        if packed:
+            sizes, srt, uns = _layout(input, name)
+            data = input.data
+            if data.ndim != 2:
+                raise ShapeError(name, [data.shape], site, f"input must have 2 dimensions, "
+                                 f"got {data.ndim} (the data of a PackedSequence)")
+            if data.shape[-1] != self.input_size:
+                raise ShapeError(name, [data.shape], site, f"input.size(-1) must be equal to "
+                                 f"input_size. Expected {self.input_size}, got "
+                                 f"{data.shape[-1]}")
+            rows, valid, _ = _padded_rows(sizes, len(sizes), None)
+            x = _gather_rows(data, rows.reshape(-1)).reshape(*rows.shape, data.shape[-1])
+            if not valid.all():
+                x = x.masked_fill(Tensor._const(~valid[..., None]), 0.0)   # [L, N, in]
+                mask = valid
+            unbatched = False
+        else:
+            if input.ndim not in (2, 3):
+                raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
+                                 "instead")
+            if input.shape[-1] != self.input_size:
+                raise ShapeError(name, [input.shape], site, f"input.size(-1) must be equal "
+                                 f"to input_size. Expected {self.input_size}, got "
+                                 f"{input.shape[-1]}")
+            unbatched = input.ndim == 2
+            x = input.unsqueeze(1) if unbatched else \
+                (input.transpose(0, 1) if self.batch_first else input)   # [L, N, in]
         seq, n = x.shape[:2]
         dirs = 2 if self.bidirectional else 1
         real_h = self.proj_size or self.hidden_size
@@ -130,8 +177,20 @@ class RNNBase(Module):
             c0 = c0.unsqueeze(1) if c0 is not None else None
         want = (self.num_layers * dirs, n, real_h)
         if h0 is not None and tuple(h0.shape) != want:
-            raise ValueError(f"{name}: Expected hidden size {list(want)}, got "
-                             f"{list(h0.shape)}")
+            raise ShapeError(name, [h0.shape], site, f"Expected hidden size {list(want)}, "
+                             f"got {list(h0.shape)}")
+        if lstm and c0 is not None and tuple(c0.shape) != want[:2] + (self.hidden_size,):
+            raise ShapeError(name, [c0.shape], site, "Expected hidden size "
+                             f"{list(want[:2] + (self.hidden_size,))}, got {list(c0.shape)}")
+        if packed and srt is not None:          # the initial state in the packed order
+            h0 = h0.index_select(1, Tensor._const(srt.astype(np.int32))) \
+                if h0 is not None else None
+            c0 = c0.index_select(1, Tensor._const(srt.astype(np.int32))) \
+                if c0 is not None else None
+        step_masks = None
+        if mask is not None:
+            step_masks = [None if valid_t.all() else Tensor._const(valid_t[:, None])
+                          for valid_t in mask]
         h_out, c_out = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -142,13 +201,15 @@ class RNNBase(Module):
                 c = (c0[k] if c0 is not None else zeros(n, self.hidden_size)) if lstm else None
                 gi = F.linear(x.reshape(seq * n, -1), w_ih, b_ih).reshape(seq, n, -1)
                 if seq >= SCAN_MIN_STEPS:
-                    (h, c), ys = _scan(self.mode, gi, h, c, w_hh, b_hh, w_hr, bool(d))
+                    m = Tensor._const(mask[..., None]) if mask is not None else None
+                    (h, c), ys = _scan(self.mode, gi, h, c, w_hh, b_hh, w_hr, bool(d), m)
                     outs.append(ys)
                 else:
                     hs = [None] * seq
                     for t in (reversed(range(seq)) if d else range(seq)):
-                        h, c = _cell(self.mode, gi[t], h, c, w_hh, b_hh, w_hr)
-                        hs[t] = h
+                        m = step_masks[t] if step_masks is not None else None
+                        hs[t], h, c = _masked(
+                            m, *_cell(self.mode, gi[t], h, c, w_hh, b_hh, w_hr), h, c)
                     outs.append(stack(hs, 0))
                 h_out.append(h)
                 if lstm:
@@ -157,11 +218,22 @@ class RNNBase(Module):
             if self.dropout and self.training and layer < self.num_layers - 1:
                 seed, stream = self.rng.next()
                 x = F.dropout(x, self.dropout, True, seed=seed, stream=stream)
-        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         h_n = stack(h_out, 0)
+        c_n = stack(c_out, 0) if lstm else None
+        if packed:
+            rows = _packed_rows(sizes, n, seq)
+            out = PackedSequence(_gather_rows(x.reshape(seq * n, -1), rows),
+                                 input.batch_sizes, input.sorted_indices,
+                                 input.unsorted_indices)
+            out.__dict__["_layout"] = input.__dict__["_layout"]
+            if uns is not None:                 # the states in the original batch order
+                idx = Tensor._const(uns.astype(np.int32))
+                h_n = h_n.index_select(1, idx)
+                c_n = c_n.index_select(1, idx) if lstm else None
+            return (out, (h_n, c_n)) if lstm else (out, h_n)
+        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         h_n = h_n.squeeze(1) if unbatched else h_n
         if lstm:
-            c_n = stack(c_out, 0)
             return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
         return out, h_n
 
@@ -228,8 +300,20 @@ class LSTM(RNNBase):
     c_n))``. The ``L`` steps are one scan (unrolled at trace time when ``L`` is below
     :data:`SCAN_MIN_STEPS`).
 
+    The input may also be a :class:`~autodiff.nn.utils.rnn.PackedSequence` (``data [sum
+    of lengths, in]``; ``batch_first`` does not apply): ``hx`` is then in the original
+    batch order (``N = batch_sizes[0]``), the output is a ``PackedSequence`` of the same
+    layout (``data [sum of lengths, D * H]``) and ``h_n``/``c_n`` hold each sequence's
+    state at its last valid step (a reverse direction: after its step 0), in the original
+    batch order, as PyTorch. It runs as the padded batch ``[max length, N, in]`` with a
+    constant mask of the valid steps, so its cost is that of the padded batch.
+
     Raises:
-        ValueError: bad arguments, or an input/state shape that does not fit.
+        ValueError: bad arguments, or an input/state shape that does not fit (a
+            :class:`~autodiff.errors.ShapeError`, also a ``RuntimeError`` as PyTorch's,
+            for a wrong feature size, state shape or packed data rank).
+        TracedValueError: a ``PackedSequence`` whose ``batch_sizes`` or indices are
+            traced tensors.
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
