@@ -1,6 +1,7 @@
-"""Convolutions: ``F.conv1d``/``conv2d``/``conv_transpose1d``/``conv_transpose2d`` and the
-``Conv1d``/``Conv2d``/``ConvTranspose1d``/``ConvTranspose2d`` modules (PyTorch's arguments,
-defaults, parameter shapes and initialisation).
+"""Convolutions: ``F.conv1d``/``conv2d``/``conv3d``, ``F.conv_transpose1d``/``2d``/``3d`` and
+the ``Conv1d/2d/3d`` and ``ConvTranspose1d/2d/3d`` modules (PyTorch's arguments, defaults,
+parameter shapes and initialisation). One implementation serves every number of spatial
+dims; the rank only picks the input layout.
 
 A convolution is lowered to the dot product the compiler already has, through views:
 
@@ -18,10 +19,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import ShapeError
 from ..graph import ops
-from ..graph.tensor import Tensor, _wrap, default_rng
+from ..graph.tensor import Tensor, _wrap
 from ..graph.trace import user_site
+from . import init
 from .module import Module, Parameter
 from .padding import pad as _pad
 
@@ -161,6 +165,47 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _conv("conv2d", input, weight, bias, stride, padding, dilation, groups, 2)
 
 
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           dilation=1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation, as ``torch.nn.functional.conv3d`` (video, volumes).
+
+    Args:
+        input: float32 ``[N, C_in, D, H, W]`` (or unbatched ``[C_in, D, H, W]``).
+        weight: ``[C_out, C_in / groups, KD, KH, KW]``; bias: optional ``[C_out]``.
+        stride, padding, dilation: ints or triples; ``padding`` may be ``"valid"`` or
+            ``"same"`` (stride 1 only).
+        groups: channel blocks (``groups == C_in``: depthwise).
+
+    Returns:
+        ``[N, C_out, D_out, H_out, W_out]``, ``D_out = (D + 2*pD - dD*(KD-1) - 1) // sD + 1``
+        (likewise H, W). Lowered as :func:`conv1d`: pad, one ``WINDOW`` per spatial dim,
+        one DOT (no materialised im2col).
+
+    Raises:
+        ShapeError: (a ``ValueError`` and a ``RuntimeError``, PyTorch's type) channels,
+            ranks or a kernel larger than the padded input.
+        ValueError: a bad ``padding`` string, ``"same"`` with a stride, bad ``groups``.
+    """
+    return _conv("conv3d", input, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def col2im(y: Tensor, kernel, stride, dilation, lengths) -> Tensor:
+    """The adjoint of windowing every spatial dim: ``y [N, C, P_0, K_0, ..., P_{n-1},
+    K_{n-1}]`` (each window count followed by its window index) -> ``[N, C, L_0, ...,
+    L_{n-1}]``, element ``(p_i, k_i)`` added at ``p_i * stride_i + k_i * dilation_i``
+    (overlapping windows add up). One :func:`autodiff.graph.ops.window_fold` per dim (views
+    and adds), the last dim first; used by transposed convolutions and ``F.fold``.
+
+    Raises:
+        ShapeError: windows that do not fit ``lengths``.
+    """
+    for i in reversed(range(len(kernel))):   # fold the last (P_i, K_i) pair, move L_i after C
+        y = _wrap(ops.window_fold(y.node, y.ndim - 2, lengths[i], kernel[i], stride[i],
+                                  dilation[i]))
+        y = y.permute(0, 1, y.ndim - 1, *range(2, y.ndim - 1))
+    return y
+
+
 def _conv_transpose(op, x, weight, bias, stride, padding, output_padding, groups, dilation,
                     nsp):
     _check(op, x, weight, nsp, groups, True)
@@ -185,19 +230,16 @@ def _conv_transpose(op, x, weight, bias, stride, padding, output_padding, groups
     # -> [N, G, Og, (P_i, K_i) for each dim]: every spatial dim followed by its window index
     perm = [1, 0, 2 + nsp] + [a for i in range(nsp) for a in (2 + i, 3 + nsp + i)]
     y = y.permute(*perm).reshape(n, o, *[a for i in range(nsp) for a in (sp[i], kernel[i])])
-    lengths = []
-    for i in reversed(range(nsp)):    # fold the last (P_i, K_i) pair, move L_i after O
+    lengths, fulls = [], []
+    for i in range(nsp):
         full = (sp[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
         out_len = full - 2 * padding[i] + output_padding[i]
         if out_len <= 0:
             raise ShapeError(op, [x.shape, weight.shape], user_site(),
                              f"padding {padding} leaves no output in spatial dim {i}")
-        length = max(full, padding[i] + out_len)
-        y = _wrap(ops.window_fold(y.node, y.ndim - 2, length, kernel[i], stride[i],
-                                  dilation[i]))
-        y = y.permute(0, 1, y.ndim - 1, *range(2, y.ndim - 1))
-        lengths.insert(0, out_len)
-    # now [N, O, L_0, ..., L_{nsp-1}]
+        lengths.append(out_len)
+        fulls.append(max(full, padding[i] + out_len))
+    y = col2im(y, kernel, stride, dilation, fulls)       # [N, O, L_0, ..., L_{nsp-1}]
     spec = [(0, n, 1), (0, o, 1)] + [(p, p + ol, 1) for p, ol in zip(padding, lengths)]
     y = _wrap(ops.slice_(y.node, spec))
     if bias is not None:
@@ -246,6 +288,28 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                            output_padding, groups, dilation, 2)
 
 
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """3-D transposed convolution (the gradient of ``conv3d`` with respect to its input),
+    as ``torch.nn.functional.conv_transpose3d``.
+
+    Args:
+        input: float32 ``[N, C_in, D, H, W]`` (or ``[C_in, D, H, W]``).
+        weight: ``[C_in, C_out / groups, KD, KH, KW]``; bias: optional ``[C_out]``.
+        stride, padding, output_padding, dilation: ints or triples.
+
+    Returns:
+        ``[N, C_out, D_out, H_out, W_out]``,
+        ``D_out = (D-1)*sD - 2*pD + dD*(KD-1) + output_padding_D + 1`` (likewise H, W):
+        one DOT, then :func:`col2im` (no zeros inserted into the input).
+
+    Raises:
+        ShapeError, ValueError: as :func:`conv_transpose1d`.
+    """
+    return _conv_transpose("conv_transpose3d", input, weight, bias, stride, padding,
+                           output_padding, groups, dilation, 3)
+
+
 class _ConvNd(Module):
     nsp = 1
     transposed = False
@@ -280,13 +344,19 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups, *self.kernel_size)
         else:
             shape = (out_channels, in_channels // groups, *self.kernel_size)
-        # torch: kaiming_uniform_(a=sqrt(5)) -> U(-1/sqrt(fan_in), 1/sqrt(fan_in)); fan_in
-        # is dim 1 of the weight times the kernel size (for both kinds)
-        fan_in = shape[1] * math.prod(self.kernel_size)
+        self.weight = Parameter(np.zeros(shape, np.float32))
+        self.bias = Parameter(np.zeros(out_channels, np.float32)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's initialisation, drawn now from the global generator: ``kaiming_uniform_
+        (a=sqrt(5))``, i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), for the weight and the
+        bias; ``fan_in`` is dim 1 of the weight times the kernel size (both kinds)."""
+        fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
         bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
-        self.weight = Parameter(default_rng().uniform(-bound, bound, shape))
-        self.bias = Parameter(default_rng().uniform(-bound, bound, (out_channels,))) \
-            if bias else None
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
 
     def _edge_pads(self) -> list[int]:
         """``F.pad`` amounts (last dim first) for a non-zeros ``padding_mode``."""
@@ -297,16 +367,18 @@ class _ConvNd(Module):
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0,) * self.nsp:
-            s += f", padding={self.padding!r}"
+        if self.padding != (0,) * self.nsp:            # PyTorch's format: no quotes
+            s += f", padding={self.padding}"
         if self.dilation != (1,) * self.nsp:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self.nsp:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
         if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode!r}"
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -341,6 +413,13 @@ class Conv2d(_Conv):
     nsp = 2
 
 
+class Conv3d(_Conv):
+    """``torch.nn.Conv3d``: ``weight [out, in / groups, KD, KH, KW]``, ``bias [out]``; see
+    :func:`conv3d` and :class:`Conv1d` for the arguments (``padding_mode`` included).
+    Input ``[N, in, D, H, W]`` (or ``[in, D, H, W]``) -> ``[N, out, D_out, H_out, W_out]``."""
+    nsp = 3
+
+
 class _ConvTranspose(_ConvNd):
     transposed = True
 
@@ -363,9 +442,10 @@ class _ConvTranspose(_ConvNd):
             ValueError: ``output_size`` of the wrong length, or outside the sizes this
                 layer can produce for the input.
         """
-        fn = conv_transpose1d if self.nsp == 1 else conv_transpose2d
-        return fn(input, self.weight, self.bias, self.stride, self.padding,
-                  self._output_padding(input, output_size), self.groups, self.dilation)
+        return _conv_transpose(f"conv_transpose{self.nsp}d", input, self.weight, self.bias,
+                               self.stride, self.padding,
+                               self._output_padding(input, output_size), self.groups,
+                               self.dilation, self.nsp)
 
     def _output_padding(self, input: Tensor, output_size):
         if output_size is None:
@@ -400,5 +480,13 @@ class ConvTranspose2d(_ConvTranspose):
     nsp = 2
 
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "Conv1d", "Conv2d",
-           "ConvTranspose1d", "ConvTranspose2d"]
+class ConvTranspose3d(_ConvTranspose):
+    """``torch.nn.ConvTranspose3d``: ``weight [in, out / groups, KD, KH, KW]``, ``bias
+    [out]``; see :func:`conv_transpose3d`. Input ``[N, in, D, H, W]`` -> ``[N, out, D_out,
+    H_out, W_out]``; ``forward(input, output_size=None)`` as :class:`ConvTranspose2d`."""
+    nsp = 3
+
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "col2im", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+           "ConvTranspose2d", "ConvTranspose3d"]

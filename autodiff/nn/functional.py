@@ -186,6 +186,125 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     return input.where(input >= 0, input * slope)
 
 
+# -- in-place forms (torch.nn.functional's ``relu_``...) and aliases --------------------------
+def _in_place(input: Tensor, value: Tensor) -> Tensor:
+    """``input`` takes ``value`` (PyTorch's in-place semantics: a traced tensor names the
+    new value from here on, a view writes it back into its base, a variable is assigned;
+    a leaf that requires grad raises ``RuntimeError`` outside ``no_grad``, as PyTorch)."""
+    return input._set_promoted(value)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """In-place :func:`relu`: ``input`` takes ``max(x, 0)`` and is returned."""
+    return _in_place(input, relu(input))
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`elu`."""
+    return _in_place(input, elu(input, alpha))
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`celu`."""
+    return _in_place(input, celu(input, alpha))
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place :func:`selu`."""
+    return _in_place(input, selu(input))
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place :func:`leaky_relu`."""
+    return _in_place(input, leaky_relu(input, negative_slope))
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place :func:`hardtanh`."""
+    return _in_place(input, hardtanh(input, min_val, max_val))
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold` (the module-level function of that name)."""
+    return _in_place(input, globals()["threshold"](input, threshold, value))
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    """In-place :func:`rrelu` (random slopes in training, drawn on the device)."""
+    return _in_place(input, rrelu(input, lower, upper, training))
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))`` elementwise (``torch.nn.functional.sigmoid``)."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    """``tanh(x)`` elementwise (``torch.nn.functional.tanh``)."""
+    return input.tanh()
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1, *, seed: int | None = None, stream: int = 0) -> Tensor:
+    """A sample of the Gumbel-softmax (concrete) distribution, as
+    ``torch.nn.functional.gumbel_softmax`` (Jang et al., 2016; Maddison et al., 2016).
+
+    ``y = softmax((logits + g) / tau, dim)`` with ``g = -log(e)``, ``e ~ Exponential(1)``
+    drawn on the device (``Op.RAND``: new in every loop iteration; ``seed`` as
+    :func:`dropout`'s). With ``hard``, the one-hot vector of ``y``'s first maximum along
+    ``dim``, differentiated as ``y`` (straight-through: ``y_hard - y.detach() + y``).
+
+    Args:
+        logits: float32 ``[..., num_features]`` unnormalised log-probabilities.
+        tau: the temperature (> 0).
+        eps: deprecated and unused, as in PyTorch (a value other than the default warns).
+
+    Returns:
+        A tensor of ``logits``' shape: probabilities summing to 1 along ``dim``, or
+        one-hot vectors with ``hard``.
+
+    The exponential draws are ``-log(u)`` of float32 uniforms ``u`` in ``(0, 1)`` (the
+    zero draw moved to ``2**-25``): ``g`` lies in about ``[-2.9, 16.6]``.
+    """
+    if eps != 1e-10:
+        import warnings
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    if seed is None:
+        seed = int(default_rng().integers(0, 2 ** 32))
+    u = _wrap(ops.rand(logits.shape, seed, stream)).clamp(min=2.0 ** -25)
+    gumbels = -((-u.log()).log())
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = logits.new_zeros(*logits.shape).detach().scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The ``p``-norm distance between every pair of rows, as ``torch.nn.functional.pdist``:
+    ``[N, M]`` -> ``[N * (N - 1) / 2]``, pairs ``(i, j)``, ``i < j``, in row-major order
+    (the upper triangle of :func:`torch.cdist`'s matrix). ``p`` as :meth:`Tensor.norm`
+    (0, 1, 2, ``inf`` or any other non-negative number); the gradient of a zero distance
+    is 0 for ``p = 2``, as PyTorch's.
+
+    Raises:
+        RuntimeError: an input that is not 2-D, or ``p < 0`` (PyTorch's messages).
+    """
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    n = input.shape[0]
+    i, j = np.triu_indices(n, 1)
+    if len(i) == 0:
+        return input.new_zeros(0)
+    a = input.index_select(0, Tensor(i.astype(np.int64)))
+    b = input.index_select(0, Tensor(j.astype(np.int64)))
+    return (a - b).norm(p, -1)
+
+
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0) -> Tensor:
     """``x / (k + alpha * mean of x^2 over size neighbouring channels)^beta`` (Krizhevsky
@@ -685,6 +804,20 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_poo
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d,
                       max_pool2d, pixel_shuffle, pixel_unshuffle, upsample)
 
+from .conv import conv3d, conv_transpose3d  # noqa: E402
+from .pooling import (adaptive_avg_pool3d, adaptive_max_pool1d_with_indices,  # noqa: E402
+                      adaptive_max_pool2d_with_indices, adaptive_max_pool3d,
+                      adaptive_max_pool3d_with_indices, avg_pool3d, lp_pool3d,
+                      max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d,
+                      max_pool3d_with_indices, max_unpool1d, max_unpool2d, max_unpool3d,
+                      upsample_bilinear, upsample_nearest)
+from .fold import fold, unfold  # noqa: E402
+from .dropout import (alpha_dropout, dropout1d, dropout2d, dropout3d,  # noqa: E402
+                      feature_alpha_dropout)
+from .layers import bilinear  # noqa: E402
+from .embedding import embedding_bag  # noqa: E402
+native_channel_shuffle = channel_shuffle
+
 from .margin_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: E402
                             hinge_embedding_loss, margin_ranking_loss, multi_margin_loss,
                             multilabel_soft_margin_loss, pairwise_distance, poisson_nll_loss,
@@ -705,3 +838,13 @@ __all__ += ["pad", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "
             "upsample", "pixel_shuffle", "pixel_unshuffle", "batch_norm", "group_norm",
             "instance_norm", "rms_norm", "prelu"]
 __all__ += ["multilabel_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
+__all__ += ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "lp_pool3d",
+            "adaptive_avg_pool3d", "adaptive_max_pool3d", "max_pool1d_with_indices",
+            "max_pool2d_with_indices", "max_pool3d_with_indices",
+            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+            "adaptive_max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+            "fold", "unfold", "upsample_bilinear", "upsample_nearest", "alpha_dropout",
+            "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "bilinear",
+            "embedding_bag", "native_channel_shuffle", "relu_", "elu_", "celu_", "selu_",
+            "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "sigmoid", "tanh",
+            "gumbel_softmax", "pdist"]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..graph.tensor import Tensor, default_rng
 from .module import Module, Parameter
 
@@ -22,9 +24,18 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
-        self.weight = _uniform((out_features, in_features), bound)
-        self.bias = _uniform((out_features,), bound) if bias else None
+        self.weight = Parameter(np.zeros((out_features, in_features), np.float32))
+        self.bias = Parameter(np.zeros(out_features, np.float32)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's initialisation, drawn now from the global generator:
+        U(-1/sqrt(in_features), 1/sqrt(in_features)) for the weight, then the bias."""
+        from . import init
+        bound = 1.0 / math.sqrt(self.in_features) if self.in_features else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
         from .functional import linear     # leading dims folded: one 2-D DOT, not batched
@@ -97,6 +108,40 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """``y[..., o] = input1 @ weight[o] @ input2 + bias[o]``, as
+    ``torch.nn.functional.bilinear``.
+
+    Args:
+        input1: float32 ``[..., in1]``; input2: ``[..., in2]`` with the same leading dims.
+        weight: ``[out, in1, in2]``; bias: optional ``[out]``.
+
+    Returns:
+        ``[..., out]``: one DOT (``input1 @ weight`` laid out ``[in1, out * in2]``), a
+        product with ``input2`` and a sum.
+
+    Raises:
+        ShapeError: (a ``RuntimeError`` as PyTorch's, and a ``ValueError``) leading dims
+            that differ, or feature sizes that do not fit ``weight`` / ``bias``.
+    """
+    from ..errors import ShapeError
+    from ..graph.trace import user_site
+    shapes = [input1.shape, input2.shape, weight.shape]
+    if weight.ndim != 3 or input1.ndim < 1 or input1.shape[:-1] != input2.shape[:-1] \
+            or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2] \
+            or (bias is not None and tuple(bias.shape) != (weight.shape[0],)):
+        raise ShapeError("bilinear", shapes + ([bias.shape] if bias is not None else []),
+                         user_site(), "expected input1 [..., in1], input2 [..., in2], weight "
+                         "[out, in1, in2] and bias [out]")
+    o, i1, i2 = weight.shape
+    lead = input1.shape[:-1]
+    w = weight.permute(1, 0, 2).reshape(i1, o * i2)
+    t = (input1.reshape(-1, i1) @ w).reshape(-1, o, i2)
+    y = (t * input2.reshape(-1, 1, i2)).sum(-1).reshape(*lead, o)
+    return y + bias if bias is not None else y
+
+
 class Bilinear(Module):
     """``torch.nn.Bilinear``: ``y[..., o] = x1 @ weight[o] @ x2 + bias[o]``.
 
@@ -114,13 +159,8 @@ class Bilinear(Module):
         self.weight = _uniform((out_features, in1_features, in2_features), bound)
         self.bias = _uniform((out_features,), bound) if bias else None
 
-    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
-        o, i1, i2 = self.weight.shape
-        lead = x1.shape[:-1]
-        w = self.weight.permute(1, 0, 2).reshape(i1, o * i2)
-        t = (x1.reshape(-1, i1) @ w).reshape(-1, o, i2)
-        y = (t * x2.reshape(-1, 1, i2)).sum(-1).reshape(*lead, o)
-        return y + self.bias if self.bias is not None else y
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in1_features={self.in1_features}, in2_features={self.in2_features}, " \

@@ -515,7 +515,8 @@ class Module:
         order (numpy copies; ``keep_vars=True``: the tensors themselves)."""
         out = OrderedDict() if destination is None else destination
         for k, t in self._state_items(prefix):
-            out[k] = t if keep_vars else t.numpy()
+            # an uninitialized (lazy) parameter or buffer has no values: itself, as PyTorch
+            out[k] = t if keep_vars or _is_lazy(t) else t.numpy()
         return out
 
     def load_state_dict(self, state, strict: bool = True, assign: bool = False):
@@ -527,6 +528,9 @@ class Module:
 
         A BatchNorm's ``num_batches_tracked`` may be absent (checkpoints from before
         PyTorch had it): it keeps its value and is not reported missing, as in PyTorch.
+        An uninitialized parameter or buffer of a lazy module (:mod:`autodiff.nn.lazy`)
+        is materialised with the shape of the value given for it, as PyTorch's lazy
+        modules do (one given an uninitialized value stays uninitialized).
 
         Raises:
             StateDictError: with ``strict``, names missing or unexpected (a ``KeyError`` and a
@@ -535,13 +539,21 @@ class Module:
                 value is set.
         """
         own = OrderedDict(self._state_items())
+        # a lazy module's uninitialized parameter takes the shape it is given (PyTorch's
+        # LazyModuleMixin._lazy_load_hook); one given another uninitialized one stays so
+        both_lazy = {k for k, t in own.items()
+                     if k in state and _is_lazy(t) and _is_lazy(state[k])}
+        for k, t in own.items():
+            if _is_lazy(t) and k in state and k not in both_lazy:
+                t.materialize(tuple(getattr(state[k], "shape", np.shape(state[k]))))
         missing = [k for k in own if k not in state
                    and not (k.rsplit(".", 1)[-1] == "num_batches_tracked")]
         extra = [k for k in state if k not in own]
         if strict and (missing or extra):
             raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}: "
                                  f"missing {missing}, unexpected {extra}")
-        arrays = {k: _as_array(state[k], t.dtype) for k, t in own.items() if k in state}
+        arrays = {k: _as_array(state[k], t.dtype) for k, t in own.items()
+                  if k in state and k not in both_lazy}
         bad = [f"size mismatch for {k}: copying a param with shape {list(a.shape)} from "
                f"checkpoint, the shape in current model is {list(own[k].shape)}."
                for k, a in arrays.items() if a.shape != own[k].shape]
@@ -579,6 +591,11 @@ class Module:
 
     def extra_repr(self) -> str:
         return ""
+
+
+def _is_lazy(t) -> bool:
+    from .parameter import is_lazy
+    return is_lazy(t)
 
 
 def register_module_forward_pre_hook(hook):

@@ -1,5 +1,5 @@
 """Normalisation layers with PyTorch's parameter and buffer names, layouts and defaults:
-``LayerNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d``, ``RMSNorm``, and
+``LayerNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d/3d``, ``RMSNorm``, and
 the functional forms ``batch_norm``, ``group_norm``, ``instance_norm``, ``rms_norm``.
 
 Statistics are reductions of the traced input; running statistics are buffers (variables)
@@ -219,10 +219,12 @@ class _BatchNorm(Module):
 
     def reset_running_stats(self) -> None:
         """Zero mean, unit variance, no batches tracked (host values, set now)."""
-        if self.track_running_stats:
-            self.running_mean._var.value[...] = 0.0
-            self.running_var._var.value[...] = 1.0
-            self.num_batches_tracked._var.value[...] = 0
+        _reset_running_stats(self)
+
+    def reset_parameters(self) -> None:
+        """:meth:`reset_running_stats`, then ``weight`` ones and ``bias`` zeros (PyTorch's
+        ``_NormBase.reset_parameters``)."""
+        _reset_parameters(self)
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim not in self.ranks:
@@ -248,6 +250,23 @@ class _BatchNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+def _reset_running_stats(m) -> None:
+    from . import init
+    if m.track_running_stats:
+        init.zeros_(m.running_mean)
+        init.ones_(m.running_var)
+        init.zeros_(m.num_batches_tracked)
+
+
+def _reset_parameters(m) -> None:
+    from . import init
+    _reset_running_stats(m)
+    if m.affine:
+        init.ones_(m.weight)
+        if m.bias is not None:
+            init.zeros_(m.bias)
 
 
 class BatchNorm1d(_BatchNorm):
@@ -325,6 +344,14 @@ class _InstanceNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
+    def reset_running_stats(self) -> None:
+        """Zero mean, unit variance, no batches tracked (with ``track_running_stats``)."""
+        _reset_running_stats(self)
+
+    def reset_parameters(self) -> None:
+        """:meth:`reset_running_stats`, then ``weight`` ones and ``bias`` zeros."""
+        _reset_parameters(self)
+
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in (self.nsp + 1, self.nsp + 2):
             raise ValueError(f"{type(self).__name__}: expected {self.nsp + 1}D or "
@@ -358,6 +385,12 @@ class InstanceNorm2d(_InstanceNorm):
         ValueError: wrong input rank.
     """
     nsp = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """``torch.nn.InstanceNorm3d`` over ``[N, C, D, H, W]`` (or ``[C, D, H, W]``); see
+    :class:`InstanceNorm2d`."""
+    nsp = 3
 
 
 class RMSNorm(Module):

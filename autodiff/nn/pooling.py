@@ -1,6 +1,8 @@
-"""Pooling and resampling: ``F.max_pool1d/2d``, ``avg_pool1d/2d``, ``adaptive_avg_pool1d/2d``,
-``adaptive_max_pool1d/2d``, ``interpolate``, ``pixel_shuffle``/``pixel_unshuffle``, and their
-modules, with PyTorch's arguments, defaults and output sizes.
+"""Pooling and resampling: ``F.max_pool1d/2d/3d`` (and ``*_with_indices``), ``avg_pool1d/2d/3d``,
+``lp_pool1d/2d/3d``, ``adaptive_avg_pool1d/2d/3d``, ``adaptive_max_pool1d/2d/3d`` (and
+``*_with_indices``), ``max_unpool1d/2d/3d``, ``interpolate``, ``pixel_shuffle``/
+``pixel_unshuffle``, and their modules, with PyTorch's arguments, defaults and output sizes.
+One implementation per kind serves every number of spatial dims.
 
 Pooling is a window view plus a reduction: pad (``-inf`` for max, zeros for average) ->
 ``WINDOW`` per spatial dim -> ``RMAX``/``SUM`` over the window dims. Adaptive pooling uses the
@@ -29,6 +31,12 @@ from .module import Module
 from .padding import pad as _pad
 
 _BIG = float(2 ** 24)
+
+
+class PoolingError(ValueError, RuntimeError):
+    """A pooling argument PyTorch refuses (padding over half the kernel, a non-positive
+    kernel, stride or dilation, an ``output_size`` of the wrong length): a ``RuntimeError``
+    as PyTorch raises, and a ``ValueError``."""
 
 
 def _tuple(v, n: int, what: str) -> tuple:
@@ -63,10 +71,10 @@ def _uniform_windows(op, x, kernel, stride, padding, dilation, ceil_mode, fill):
     outs, pads = [], []
     for i, (k, s, p, d) in enumerate(zip(kernel, stride, padding, dilation)):
         if s < 1 or k < 1 or d < 1:
-            raise ValueError(f"{op}: kernel_size, stride and dilation must be positive")
+            raise PoolingError(f"{op}: kernel_size, stride and dilation must be positive")
         if p > k // 2:
-            raise ValueError(f"{op}: pad should be at most half of effective kernel size, "
-                             f"but got pad={p}, kernel_size={k}")
+            raise PoolingError(f"{op}: pad should be at most half of effective kernel size, "
+                               f"but got pad={p}, kernel_size={k}")
         n = x.shape[2 + i]
         o = _out_len(n, k, s, p, d, ceil_mode)
         if o < 1:
@@ -150,6 +158,46 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices, 2)
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling, as ``torch.nn.functional.max_pool3d``: ``[N, C, D, H, W]`` (or
+    ``[C, D, H, W]``) -> ``[N, C, D_out, H_out, W_out]``; arguments ints or triples, sizes
+    as :func:`max_pool1d` per dim (``ceil_mode``, ``dilation``, ``-inf`` padding of at
+    most half the kernel). With ``return_indices``, also the int32 flat positions
+    ``d * H * W + h * W + w`` of the maxima in each input volume (PyTorch's are int64).
+
+    Raises:
+        PoolingError: (a ``RuntimeError`` and a ``ValueError``) bad kernel, stride,
+            dilation or padding. ShapeError: input rank, or no output.
+    """
+    return _max_pool("max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, 3)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """:func:`max_pool1d` returning ``(output, int32 indices)`` whatever ``return_indices``
+    says (``torch.nn.functional.max_pool1d_with_indices``)."""
+    return _max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     True, 1)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """:func:`max_pool2d` returning ``(output, int32 indices)``
+    (``torch.nn.functional.max_pool2d_with_indices``)."""
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     True, 2)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """:func:`max_pool3d` returning ``(output, int32 indices)``
+    (``torch.nn.functional.max_pool3d_with_indices``)."""
+    return _max_pool("max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     True, 3)
+
+
 def _avg_pool(op, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override, nsp):
     x, unbatched = _batched(op, x, nsp)
@@ -199,6 +247,19 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, divisor_override, 2)
 
 
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-D average pooling, as ``torch.nn.functional.avg_pool3d``: ``[N, C, D, H, W]`` (or
+    ``[C, D, H, W]``) -> ``[N, C, D_out, H_out, W_out]``; arguments ints or triples, the
+    divisor as :func:`avg_pool2d`.
+
+    Raises:
+        PoolingError, ShapeError: as :func:`max_pool3d`.
+    """
+    return _avg_pool("avg_pool3d", input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override, 3)
+
+
 # -- adaptive pooling ---------------------------------------------------------------------
 def _adaptive_bounds(n: int, o: int):
     start = np.array([(i * n) // o for i in range(o)])
@@ -241,7 +302,8 @@ def _adaptive_windows(x: Tensor, sizes, fill: float):
 def _sizes(op, x, output_size, nsp):
     out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nsp
     if len(out) != nsp:
-        raise ValueError(f"{op}: output_size must be an int or {nsp} values, got {output_size}")
+        raise PoolingError(f"{op}: output_size must be an int or {nsp} values, got "
+                           f"{output_size}")
     return tuple(x.shape[2 + i] if o is None else int(o) for i, o in enumerate(out))
 
 
@@ -293,6 +355,148 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return _adaptive("adaptive_max_pool2d", input, output_size, 2, "max", return_indices)
 
 
+def adaptive_avg_pool3d(input, output_size):
+    """``[N, C, D, H, W]`` (or ``[C, D, H, W]``) -> ``[N, C, *output_size]`` (an int, a
+    triple, ``None`` keeps a dim), as ``torch.nn.functional.adaptive_avg_pool3d``.
+
+    Raises:
+        PoolingError: ``output_size`` of another length. ShapeError: input rank.
+    """
+    return _adaptive("adaptive_avg_pool3d", input, output_size, 3, "avg")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Adaptive max pooling over ``[N, C, D, H, W]``, as
+    ``torch.nn.functional.adaptive_max_pool3d`` (int32 flat ``d * H * W + h * W + w``
+    indices with ``return_indices``)."""
+    return _adaptive("adaptive_max_pool3d", input, output_size, 3, "max", return_indices)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool1d` returning ``(output, int32 indices)``."""
+    return _adaptive("adaptive_max_pool1d", input, output_size, 1, "max", True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool2d` returning ``(output, int32 indices)``."""
+    return _adaptive("adaptive_max_pool2d", input, output_size, 2, "max", True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool3d` returning ``(output, int32 indices)``."""
+    return _adaptive("adaptive_max_pool3d", input, output_size, 3, "max", True)
+
+
+# -- unpooling ------------------------------------------------------------------------------
+def _unpool_size(op, x, kernel, stride, padding, output_size, nsp):
+    """PyTorch's ``_unpool_output_size``: the default ``(in - 1) * stride - 2 * padding +
+    kernel`` per dim, or ``output_size`` (spatial sizes, optionally after the batch and
+    channel dims) strictly within ``stride`` of it."""
+    default = [(x.shape[-nsp + d] - 1) * stride[d] + kernel[d] - 2 * padding[d]
+               for d in range(nsp)]
+    if output_size is None:
+        out = default
+    else:
+        out = [int(v) for v in output_size]
+        if len(out) == nsp + 2:
+            out = out[2:]
+        if len(out) != nsp:
+            raise ValueError(f"output_size should be a sequence containing {nsp} or "
+                             f"{nsp + 2} elements, but it has a length of '{len(out)}'")
+        for d in range(nsp):
+            lo, hi = default[d] - stride[d], default[d] + stride[d]
+            if not lo < out[d] < hi:
+                raise ValueError(f'invalid output_size "{tuple(output_size)}" (dim {d} must '
+                                 f"be between {lo} and {hi})")
+    if any(o <= 0 for o in out):
+        raise ValueError(f"{op}: output_size must contain positive spatial dimensions, got "
+                         f"{out}")
+    return out
+
+
+def _max_unpool(op, x, indices, kernel_size, stride, padding, output_size, nsp):
+    x, unbatched = _batched(op, x, nsp)
+    if not isinstance(indices, Tensor):
+        indices = Tensor(np.asarray(indices), dtype="int64")
+    if indices.dtype not in ("int32", "int64"):
+        raise RuntimeError(f"elements in indices should be type int64 but got: "
+                           f"{indices.dtype}")
+    idx = indices.unsqueeze(0) if unbatched else indices
+    if tuple(idx.shape) != tuple(x.shape):
+        raise ShapeError(op, [x.shape, idx.shape], user_site(),
+                         "Expected shape of indices to be same as that of the input tensor")
+    kernel = _tuple(kernel_size, nsp, "kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else \
+        _tuple(stride, nsp, "stride")
+    padding = _tuple(padding, nsp, "padding")
+    out_sp = _unpool_size(op, x, kernel, stride, padding, output_size, nsp)
+    plane = math.prod(out_sp)
+    if idx._var is not None and idx.numel():             # indices known while tracing
+        v = idx.numpy()
+        if v.min() < 0 or v.max() >= plane:
+            bad = int(v[(v < 0) | (v >= plane)].reshape(-1)[0])
+            raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of "
+                               f"size {'x'.join(map(str, out_sp))})")
+    n, c = x.shape[:2]
+    flat_x, flat_i = x.reshape(n, c, -1), idx.reshape(n, c, -1)
+    zeros = x.new_zeros(n, c, plane)
+    summed = zeros.scatter_add(2, flat_i, flat_x)
+    # several windows may pick one input element (overlapping pools): PyTorch writes its
+    # value once; the mean of the equal values is that value. The gradient stays a gather
+    # (every input gets the output's gradient at its index, as PyTorch's).
+    count = zeros.detach().scatter_add(2, flat_i, x.new_ones(*flat_x.shape).detach())
+    dup = count > 1.0
+    mean = summed / count.where(dup, 1.0)
+    y = summed.where(dup.logical_not(), summed + (mean - summed).detach())
+    y = y.reshape(n, c, *out_sp)
+    return y.squeeze(0) if unbatched else y
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of :func:`max_pool1d`, as ``torch.nn.functional.max_unpool1d``:
+    ``input [N, C, L]`` (or ``[C, L]``) written at ``indices`` (same shape, int32/int64,
+    as ``max_pool1d(..., return_indices=True)`` gives them: positions in the output's last
+    dim), zeros elsewhere.
+
+    Args:
+        kernel_size, stride (default ``kernel_size``), padding: the pooling's.
+        output_size: default ``(L - 1) * stride - 2 * padding + kernel_size``; another size
+            (optionally with the batch and channel dims) must lie strictly within
+            ``stride`` of it, as PyTorch's.
+
+    Returns:
+        ``[N, C, L_out]``. The gradient with respect to ``input`` is the output gradient
+        gathered at ``indices``. An index written more than once (overlapping pooling
+        windows) gets the mean of its values: equal values when they come from max
+        pooling, so PyTorch's value (which keeps the last one written) within a rounding
+        of the sum; an index written once gets its value exactly.
+
+    Raises:
+        ValueError: ``output_size`` of the wrong length or out of range (PyTorch's).
+        RuntimeError: non-integer indices, or (when known while tracing) an index outside
+            the output (PyTorch's message). ShapeError: input rank, or indices of another
+            shape.
+    """
+    return _max_unpool("max_unpool1d", input, indices, kernel_size, stride, padding,
+                       output_size, 1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of :func:`max_pool2d` (``torch.nn.functional.max_unpool2d``):
+    ``[N, C, H, W]`` (or ``[C, H, W]``) written at flat ``h * W_out + w`` ``indices`` of
+    ``[N, C, H_out, W_out]``; see :func:`max_unpool1d`."""
+    return _max_unpool("max_unpool2d", input, indices, kernel_size, stride, padding,
+                       output_size, 2)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of :func:`max_pool3d` (``torch.nn.functional.max_unpool3d``):
+    ``[N, C, D, H, W]`` (or ``[C, D, H, W]``) written at flat ``d * H_out * W_out + h *
+    W_out + w`` ``indices``; see :func:`max_unpool1d`."""
+    return _max_unpool("max_unpool3d", input, indices, kernel_size, stride, padding,
+                       output_size, 3)
+
+
 # -- resampling ---------------------------------------------------------------------------
 def _resample_matrix(n: int, o: int, mode: str, align_corners: bool, scale) -> np.ndarray:
     """``[o, n]`` float32: output ``i`` as a combination of inputs (PyTorch's source index
@@ -323,10 +527,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """Resize the spatial dims, as ``torch.nn.functional.interpolate``.
 
     Args:
-        input: float32 ``[N, C, L]``, ``[N, C, H, W]`` (or more spatial dims for nearest).
+        input: float32 ``[N, C, L]``, ``[N, C, H, W]``, ``[N, C, D, H, W]`` (or more
+            spatial dims for nearest).
         size: output spatial size (int or one per dim), or ``scale_factor`` (float or one
             per dim; output ``floor(in * scale)``).
-        mode: ``"nearest"``, ``"linear"`` (3-D input), ``"bilinear"`` (4-D input).
+        mode: ``"nearest"``, ``"linear"`` (3-D input), ``"bilinear"`` (4-D input),
+            ``"trilinear"`` (5-D input).
         align_corners: linear modes only; default False.
         recompute_scale_factor: True: source positions from the sizes, not ``scale_factor``.
 
@@ -346,10 +552,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise ValueError("only one of size or scale_factor should be defined")
     if antialias:
         raise ValueError("interpolate: antialias is not supported")
-    want = {"linear": 1, "bilinear": 2}
-    if mode not in ("nearest", "linear", "bilinear"):
+    want = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode not in ("nearest", "linear", "bilinear", "trilinear"):
         raise ValueError(f"interpolate: mode {mode!r} is not supported (nearest, linear, "
-                         "bilinear)")
+                         "bilinear, trilinear)")
     if mode in want and want[mode] != nsp:
         raise ValueError(f"interpolate: mode {mode!r} needs a {want[mode] + 2}-D input, got "
                          f"{input.ndim}-D")
@@ -388,6 +594,18 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """``torch.nn.functional.upsample`` (deprecated there): :func:`interpolate`."""
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """``torch.nn.functional.upsample_nearest`` (deprecated there): :func:`interpolate`
+    with ``mode="nearest"``."""
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """``torch.nn.functional.upsample_bilinear`` (deprecated there): :func:`interpolate`
+    with ``mode="bilinear"`` and ``align_corners=True``."""
+    return interpolate(input, size, scale_factor, "bilinear", True)
 
 
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
@@ -455,15 +673,25 @@ class MaxPool2d(_MaxPoolNd):
     fn = staticmethod(max_pool2d)
 
 
+class MaxPool3d(_MaxPoolNd):
+    """``torch.nn.MaxPool3d``: :func:`max_pool3d` (``stride`` defaults to the kernel)."""
+    fn = staticmethod(max_pool3d)
+
+
 class AvgPool1d(Module):
     """``torch.nn.AvgPool1d``: :func:`avg_pool1d`."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):
         super().__init__()
-        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode = padding, ceil_mode
+        one = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,)  # noqa: E731
+        self.kernel_size = one(kernel_size)          # PyTorch keeps 1-tuples here
+        self.stride = one(stride if stride is not None else kernel_size)
+        self.padding, self.ceil_mode = one(padding), ceil_mode
         self.count_include_pad = count_include_pad
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
     def forward(self, x):
         return avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
@@ -480,8 +708,19 @@ class AvgPool2d(Module):
         self.padding, self.ceil_mode = padding, ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
     def forward(self, x):
         return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
+
+
+class AvgPool3d(AvgPool2d):
+    """``torch.nn.AvgPool3d``: :func:`avg_pool3d`."""
+
+    def forward(self, x):
+        return avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                           self.count_include_pad, self.divisor_override)
 
 
@@ -491,6 +730,9 @@ class AdaptiveAvgPool1d(Module):
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
 
     def forward(self, x):
         return adaptive_avg_pool1d(x, self.output_size)
@@ -510,6 +752,9 @@ class AdaptiveMaxPool1d(Module):
         super().__init__()
         self.output_size, self.return_indices = output_size, return_indices
 
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
     def forward(self, x):
         return adaptive_max_pool1d(x, self.output_size, self.return_indices)
 
@@ -519,6 +764,56 @@ class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
 
     def forward(self, x):
         return adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    """``torch.nn.AdaptiveAvgPool3d``: :func:`adaptive_avg_pool3d`."""
+
+    def forward(self, x):
+        return adaptive_avg_pool3d(x, self.output_size)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
+    """``torch.nn.AdaptiveMaxPool3d``: :func:`adaptive_max_pool3d`."""
+
+    def forward(self, x):
+        return adaptive_max_pool3d(x, self.output_size, self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    nsp = 1
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        n = self.nsp
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size")
+        self.stride = _tuple(stride if stride is not None else kernel_size, n, "stride")
+        self.padding = _tuple(padding, n, "padding")
+
+    def forward(self, input, indices, output_size=None):
+        return _max_unpool(f"max_unpool{self.nsp}d", input, indices, self.kernel_size,
+                           self.stride, self.padding, output_size, self.nsp)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """``torch.nn.MaxUnpool1d(kernel_size, stride=None, padding=0)``:
+    ``forward(input, indices, output_size=None)`` is :func:`max_unpool1d`."""
+    nsp = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """``torch.nn.MaxUnpool2d``: ``forward(input, indices, output_size=None)`` is
+    :func:`max_unpool2d`."""
+    nsp = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """``torch.nn.MaxUnpool3d``: ``forward(input, indices, output_size=None)`` is
+    :func:`max_unpool3d`."""
+    nsp = 3
 
 
 class Upsample(Module):
@@ -571,20 +866,37 @@ class PixelUnshuffle(Module):
         return pixel_unshuffle(x, self.downscale_factor)
 
 
+def _lp_pool(op, input, norm_type, kernel_size, stride, ceil_mode, nsp):
+    kernel = _tuple(kernel_size, nsp, "kernel_size")
+    if norm_type == math.inf:
+        return _max_pool(op, input.abs(), kernel, stride, 0, 1, ceil_mode, False, nsp)
+    if norm_type == -math.inf:
+        return -_max_pool(op, -input.abs(), kernel, stride, 0, 1, ceil_mode, False, nsp)
+    out = _avg_pool(op, input ** norm_type, kernel, stride, 0, ceil_mode, True, None, nsp)
+    return (out.sign() * out.abs().relu() * math.prod(kernel)) ** (1.0 / norm_type)
+
+
 def lp_pool1d(input, norm_type: float, kernel_size: int, stride=None, ceil_mode=False):
     """Power-average pooling ``(sum over the window of x^p)^(1/p)``, as
     ``torch.nn.functional.lp_pool1d`` (its formula: an average pool of ``x^p`` times the
-    window size, negative sums clipped to 0 before the root)."""
-    k = int(kernel_size)
-    out = avg_pool1d(input ** norm_type, k, stride, 0, ceil_mode)
-    return (out.sign() * out.abs().relu() * k) ** (1.0 / norm_type)
+    window size, negative sums clipped to 0 before the root; ``p = inf``: the max of
+    ``|x|``, ``-inf``: minus the max of ``-|x|``). ``[N, C, L]`` (or ``[C, L]``) ->
+    ``[N, C, L_out]``, no padding.
+
+    Raises:
+        PoolingError, ShapeError: as :func:`max_pool1d`.
+    """
+    return _lp_pool("lp_pool1d", input, norm_type, kernel_size, stride, ceil_mode, 1)
 
 
 def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode=False):
-    """2-D :func:`lp_pool1d` (``torch.nn.functional.lp_pool2d``)."""
-    kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
-    out = avg_pool2d(input ** norm_type, (kh, kw), stride, 0, ceil_mode)
-    return (out.sign() * out.abs().relu() * (kh * kw)) ** (1.0 / norm_type)
+    """2-D :func:`lp_pool1d` (``torch.nn.functional.lp_pool2d``): ``[N, C, H, W]``."""
+    return _lp_pool("lp_pool2d", input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def lp_pool3d(input, norm_type: float, kernel_size, stride=None, ceil_mode=False):
+    """3-D :func:`lp_pool1d` (``torch.nn.functional.lp_pool3d``): ``[N, C, D, H, W]``."""
+    return _lp_pool("lp_pool3d", input, norm_type, kernel_size, stride, ceil_mode, 3)
 
 
 def channel_shuffle(input, groups: int):
@@ -611,6 +923,10 @@ class LPPool1d(Module):
         self.norm_type, self.kernel_size = norm_type, kernel_size
         self.stride, self.ceil_mode = stride, ceil_mode
 
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
     def forward(self, x):
         return lp_pool1d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 
@@ -620,6 +936,13 @@ class LPPool2d(LPPool1d):
 
     def forward(self, x):
         return lp_pool2d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(LPPool1d):
+    """``torch.nn.LPPool3d``: :func:`lp_pool3d`."""
+
+    def forward(self, x):
+        return lp_pool3d(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 
 
 class ChannelShuffle(Module):
