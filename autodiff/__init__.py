@@ -11,6 +11,7 @@ from .errors import (CallbackError, DimError, DistributedError, DTypeError, Feed
 from .graph import Feeder, Receiver, Tensor, host_callback, ir_for, no_grad, to_networkx
 from .graph.control import checkpoint, ir_if, ir_while, scan
 from .graph.mixins.linalg import cdist
+from .graph.mixins.norms import torch_vander as vander
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)
@@ -74,7 +75,8 @@ METHOD_FUNCTIONS = (
     # products and extras
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "addmv", "baddbmm",
     "addbmm", "clone", "nansum", "nanmean", "aminmax", "logit", "diff", "addcmul", "addcdiv",
-    "kron", "cross", "inverse", "det", "logdet", "slogdet",
+    "kron", "cross", "inverse", "det", "logdet", "slogdet", "cholesky", "cholesky_solve",
+    "cholesky_inverse", "qr",
     # creation from a tensor
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
     # more elementwise, shape, linear algebra and index updates
@@ -127,7 +129,8 @@ __all__ = ["Tensor", "Feeder", "Receiver", "host_callback", "ir_for", "ir_if", "
            "CallbackError", "DistributedError", "Report",
            "concat", "cat", "concatenate", "stack", "where", "matmul", "zeros", "ones", "full",
            "randn", "uniform", "tensor", "manual_seed", "to_networkx", "reset", "arange",
-           "linspace", "eye", "empty", "rand", "meshgrid", "einsum", "cdist", *METHOD_FUNCTIONS,
+           "linspace", "eye", "empty", "rand", "meshgrid", "einsum", "cdist", "vander",
+           *METHOD_FUNCTIONS,
            "div", "special", "linalg", "polygamma",
            "dtype", "bool", "int32", "int64", "float32", "float16", "bfloat16", "float", "long",
            "int", "half", "result_type", "promote_types", "can_cast", "is_floating_point",

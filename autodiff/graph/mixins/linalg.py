@@ -10,7 +10,8 @@ as ``torch.cdist``) is a broadcast difference reduced over the feature dim, or f
 ``inverse``, ``det``, ``slogdet``, ``logdet`` (and ``matrix_power`` with ``n < 0``) are
 LU / Gauss-Jordan elimination with partial pivoting unrolled over the matrix size:
 :mod:`.lu`, which also holds ``torch.linalg``'s ``inv_ex``, ``solve`` and ``solve_ex``
-(exposed as :mod:`autodiff.linalg`).
+(exposed as :mod:`autodiff.linalg`). ``cholesky``, ``cholesky_solve``, ``cholesky_inverse``
+are :mod:`.triangular`'s, ``qr`` :mod:`.qr`'s.
 """
 from __future__ import annotations
 
@@ -32,6 +33,20 @@ _CPP_NAMES = {"float32": "float", "int64": "long int", "int32": "int", "bool": "
               "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 _SCALAR_NAMES = {"float32": "Float", "int64": "Long", "int32": "Int", "bool": "Bool",
                  "float16": "Half", "bfloat16": "BFloat16"}
+
+
+#: PyTorch's deprecation warnings of ``torch.cholesky`` and ``torch.qr``
+_CHOLESKY_DEPRECATED = (
+    "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+    "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = "
+    "torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
+    "with\nU = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent results "
+    "for all valid (symmetric positive definite) inputs.")
+_QR_DEPRECATED = (
+    "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future "
+    "PyTorch release.\nThe boolean parameter 'some' has been replaced with a string parameter "
+    "'mode'.\nQ, R = torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, "
+    "'reduced' if some else 'complete')")
 
 
 def check_same_dtype(a, b) -> None:
@@ -250,6 +265,64 @@ class LinalgMixin:
         ``A^-T``. Raises as :meth:`slogdet` (PyTorch's ``logdet:`` messages)."""
         from .lu import logdet
         return logdet(self)
+
+    # -- Cholesky and QR (autodiff/graph/mixins/triangular.py, qr.py) --------------------
+    def cholesky(self, upper: bool = False):
+        """The Cholesky factor of a symmetric positive-definite float32 matrix or batch
+        ``[*B, n, n]`` (the deprecated ``torch.cholesky``/``Tensor.cholesky``, which warn
+        as PyTorch's do): ``L`` with ``A = L L^T`` read from the lower triangle, or ``U``
+        with ``A = U^T U`` from the upper one (``upper=True``). Outer-product Cholesky
+        unrolled over ``n`` (:mod:`~autodiff.graph.mixins.triangular`), gradient Murray's
+        (2016), PyTorch's ``cholesky_backward``.
+
+        Raises:
+            RuntimeError: rank < 2 or non-square; ``LinAlgError`` (a ``RuntimeError``): a
+                matrix whose values are known while tracing that is not positive definite.
+            NotImplementedError: a dtype other than float32 (``"cholesky_cpu" not
+                implemented``), ``n`` above ``lu.MAX_N``.
+        """
+        from .triangular import cholesky
+        warnings.warn(_CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
+        return cholesky(self, upper=upper, name="cholesky")
+
+    def cholesky_solve(self, input2, upper: bool = False):
+        """``X`` with ``A X = self`` for ``A = L L^T`` (``upper``: ``U^T U``) given its
+        Cholesky factor ``input2`` ``[*A, n, n]`` (only its triangle is read); ``self`` is
+        ``[*B, n, k]``, batch dims broadcast (``torch.cholesky_solve``). Gradients
+        PyTorch's (``cholesky_solve_backward``).
+
+        Raises:
+            RuntimeError: rank < 2, dtypes that differ, a non-square factor, sizes that do
+                not fit, batches that do not broadcast. NotImplementedError: a dtype other
+                than float32, ``n`` above ``lu.MAX_N``.
+        """
+        from .triangular import cholesky_solve
+        return cholesky_solve(self, input2, upper)
+
+    def cholesky_inverse(self, upper: bool = False):
+        """``A^-1`` for ``A = L L^T`` (``upper``: ``U^T U``) given its Cholesky factor
+        ``self`` ``[*B, n, n]`` (only its triangle is read) (``torch.cholesky_inverse``).
+
+        Raises:
+            RuntimeError: rank < 2, non-square. NotImplementedError: a dtype other than
+                float32, ``n`` above ``lu.MAX_N``.
+        """
+        from .triangular import cholesky_inverse
+        return cholesky_inverse(self, upper)
+
+    def qr(self, some: bool = True):
+        """``(Q, R)`` of ``self`` ``[*B, m, n]`` (the deprecated ``torch.qr``/
+        ``Tensor.qr``, which warn as PyTorch's do): ``torch.linalg.qr(A, 'reduced' if some
+        else 'complete')``, Householder reflections unrolled over the columns
+        (:mod:`~autodiff.graph.mixins.qr`).
+
+        Raises:
+            RuntimeError: rank < 2, an integer/bool input. NotImplementedError:
+                float16/bfloat16, ``min(m, n)`` above ``lu.MAX_N``.
+        """
+        from .qr import qr
+        warnings.warn(_QR_DEPRECATED, UserWarning, stacklevel=2)
+        return qr(self, "reduced" if some else "complete")
 
     # -- Kronecker and cross products ----------------------------------------------------
     def kron(self, other):

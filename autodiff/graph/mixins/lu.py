@@ -120,6 +120,22 @@ def _position(a, values):
     return a._const(np.asarray(values, np.float32).reshape(-1, 1))
 
 
+def pick(col, used, pos, rev):
+    """The pivot row of one step of partial pivoting: among the rows not ``used`` (a bool
+    ``[*B, m, 1]`` mask, or None), the first whose entry of ``col`` ``[*B, m, 1]`` has the
+    largest magnitude (a NaN is picked first, so it propagates). ``pos``/``rev`` are the
+    constants ``0 .. m-1`` and ``m .. 1`` (:func:`_position`). Returns the row's original
+    index ``[*B, 1, 1]`` (float32) and its one-hot mask ``[*B, m, 1]``."""
+    m = col.shape[-2]
+    score = col.abs()
+    if used is not None:
+        score = score.where(~used, -1.0)
+    top = score.amax(-2, keepdim=True)
+    hit = (score == top) | (score != score)            # a NaN is picked, and propagates
+    idx = m - rev.where(hit, 0.0).amax(-2, keepdim=True)          # [*B, 1, 1]
+    return idx, pos == idx                                # the one-hot pivot row
+
+
 def eliminate(a, rhs=None):
     """Gauss-Jordan elimination with partial pivoting of ``[a | rhs]``.
 
@@ -142,13 +158,7 @@ def eliminate(a, rhs=None):
     pivots, rows = [], []
     for j in range(n):
         col = m[..., 0:1]                                  # [*B, n, 1], column j
-        score = col.abs()
-        if used is not None:
-            score = score.where(~used, -1.0)
-        top = score.amax(-2, keepdim=True)
-        hit = (score == top) | (score != score)            # a NaN is picked, and propagates
-        idx = n - rev.where(hit, 0.0).amax(-2, keepdim=True)          # [*B, 1, 1]
-        one = pos == idx                                   # [*B, n, 1]: the pivot row
+        idx, one = pick(col, used, pos, rev)
         row = m.where(one, 0.0).sum(-2, keepdim=True)                 # [*B, 1, w], exact
         piv = row[..., 0:1]
         pivots.append(piv)
