@@ -170,7 +170,40 @@ def value_range(n: Node) -> tuple[float, float] | None:
     """Smallest and largest value ``n`` can take, where it follows from loop indices and
     constants (``INDEX``, ``CONST``, casts, ``+ - *``, ``//`` and ``%`` by a positive
     constant, ``where``, views), else None.
-    Values are integers of at most ``2**24`` in magnitude (exact in float32)."""
+    Values are integers of at most ``2**24`` in magnitude (exact in float32).
+
+    An explicit post-order walk that visits each node once: a chain deeper than Python's
+    recursion limit, or a node reached by many paths (``z + z`` repeated), costs its size."""
+    ranges: dict[int, tuple | None] = {}
+    stack = [n]
+    while stack:
+        m = stack[-1]
+        if m.id in ranges:
+            stack.pop()
+            continue
+        need = [s for s in _range_operands(m) if s.id not in ranges]
+        if need:
+            stack.extend(need)
+            continue
+        stack.pop()
+        ranges[m.id] = _range(m, [ranges[s.id] for s in _range_operands(m)])
+    return ranges[n.id]
+
+
+def _range_operands(n: Node) -> tuple:
+    """The operands whose ranges :func:`_range` needs for ``n``."""
+    op = n.op
+    if op in _VIEWS or op is Op.CAST:
+        return n.srcs[:1]
+    if op in (Op.ADD, Op.SUB, Op.MUL, Op.MOD, Op.FLOORDIV):
+        return n.srcs[:2]
+    if op is Op.WHERE:
+        return n.srcs[1:3]
+    return ()
+
+
+def _range(n: Node, srcs: list) -> tuple[float, float] | None:
+    """:func:`value_range` of ``n`` given those of its :func:`_range_operands` ``srcs``."""
     op = n.op
     if op is Op.INDEX:
         r = n.arg.bounds()
@@ -178,9 +211,9 @@ def value_range(n: Node) -> tuple[float, float] | None:
         v = float(n.arg)
         r = (v, v) if math.isfinite(v) and v == int(v) else None
     elif op in _VIEWS or op is Op.CAST:
-        r = value_range(n.srcs[0])
+        r = srcs[0]
     elif op in (Op.ADD, Op.SUB, Op.MUL):
-        a, b = value_range(n.srcs[0]), value_range(n.srcs[1])
+        a, b = srcs
         if a is None or b is None:
             return None
         if op is Op.ADD:
@@ -191,10 +224,10 @@ def value_range(n: Node) -> tuple[float, float] | None:
             p = [x * y for x in a for y in b]
             r = (min(p), max(p))
     elif op is Op.WHERE:
-        a, b = value_range(n.srcs[1]), value_range(n.srcs[2])
+        a, b = srcs
         r = None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
     elif op in (Op.MOD, Op.FLOORDIV):
-        a, c = value_range(n.srcs[0]), value_range(n.srcs[1])
+        a, c = srcs
         if c is None or c[0] != c[1] or c[0] <= 0 or (a is None and "int" not in n.dtype):
             return None
         c = c[0]

@@ -247,3 +247,34 @@ def test_rewrite_inside_loop_body_and_outputs_keep_positions():
     g, s = simplified(build)
     assert s.outputs[0].op is Op.ADD and s.outputs[1].op is Op.LOAD
     assert count(prune(s), Op.MUL) == 1
+
+
+def test_value_range_of_deep_and_shared_index_chains(monkeypatch):
+    """``value_range`` answers for a chain deeper than Python's recursion limit (one
+    thousand frames: a 3,000-step chain of additions of the loop index) and visits a node
+    reached by many paths once (``z + z`` sixty times: 2**60 paths)."""
+    import importlib
+    S = importlib.import_module("autodiff.opt.simplify")   # the module, not the function
+    calls = [0]
+    real = S.value_range
+
+    def counted(n, *args):
+        calls[0] += 1
+        return real(n, *args)
+    monkeypatch.setattr(S, "value_range", counted)
+    got = {}
+
+    def body(i):
+        y = i
+        for _ in range(3000):
+            y = y + i
+        z = i
+        for _ in range(60):
+            z = z + z
+        calls[0] = 0
+        got["deep"] = S.value_range(y.node)
+        got["dag"], got["dag_calls"] = S.value_range(z.node), calls[0]
+    ad.ir_for(range(4), body)
+    assert got["deep"] == (0, 3001 * 3)
+    assert got["dag"] is None                      # 3 * 2**60 is beyond float32's exact range
+    assert got["dag_calls"] <= 200
