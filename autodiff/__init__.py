@@ -11,7 +11,7 @@ from .errors import (CallbackError, DimError, DistributedError, DTypeError, Feed
 from .graph import Feeder, Receiver, Tensor, host_callback, ir_for, no_grad, to_networkx
 from .graph.control import checkpoint, ir_if, ir_while, scan
 from .graph.mixins.linalg import cdist
-from .graph.mixins.norms import torch_vander as vander
+from .graph.linalg.norms import torch_vander as vander
 from .graph.mixins.reduce import einsum
 from .graph.tensor import (concat, full, manual_seed, matmul, ones, randn, stack, tensor,
                            uniform, where, zeros)

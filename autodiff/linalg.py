@@ -2,25 +2,25 @@
 ``autodiff.linalg.inv(A)`` is ``torch.linalg.inv(A)``.
 
 Inputs are float32 tensors ``[*B, m, n]`` (batch dims ``*B`` of any rank; the
-factorisations need ``min(m, n) <=`` :data:`~autodiff.graph.mixins.lu.MAX_N`, 256, and
+factorisations need ``min(m, n) <=`` :data:`~autodiff.graph.linalg.lu.MAX_N`, 256, and
 ``eigh`` ``n <= 64``; a zero size gives PyTorch's empty results). The factorisations are unrolled over the matrix size while
 tracing (the graph IR has static shapes and no factorisation op), each attaching PyTorch's
 analytic gradient as ``value + L(A - A.detach())``:
 
 * ``inv``, ``inv_ex``, ``det``, ``slogdet``, ``solve``, ``solve_ex``, ``matrix_power``:
   Gauss-Jordan elimination with partial pivoting (Golub & Van Loan, "Matrix
-  Computations", 4th ed., sec. 3.2-3.4), :mod:`autodiff.graph.mixins.lu`;
+  Computations", 4th ed., sec. 3.2-3.4), :mod:`autodiff.graph.linalg.lu`;
 * ``lu_factor``, ``lu_factor_ex``, ``lu``, ``lu_solve``: Gaussian elimination with the same
-  pivot choice and LAPACK's ``getrf`` pivots, :mod:`autodiff.graph.mixins.lu_factor`;
+  pivot choice and LAPACK's ``getrf`` pivots, :mod:`autodiff.graph.linalg.lu_factor`;
 * ``cholesky``, ``cholesky_ex``, ``solve_triangular`` (and ``autodiff.cholesky_solve``,
   ``autodiff.cholesky_inverse``): outer-product Cholesky and column-oriented substitution,
-  :mod:`autodiff.graph.mixins.triangular`;
+  :mod:`autodiff.graph.linalg.triangular`;
 * ``qr``: Householder reflections with LAPACK's sign convention,
-  :mod:`autodiff.graph.mixins.qr`;
-* ``eigh``, ``eigvalsh``: cyclic Jacobi rotations, :mod:`autodiff.graph.mixins.eigh`;
+  :mod:`autodiff.graph.linalg.qr`;
+* ``eigh``, ``eigvalsh``: cyclic Jacobi rotations, :mod:`autodiff.graph.linalg.eigh`;
 * ``vector_norm``, ``matrix_norm``, ``norm``, ``vecdot``, ``multi_dot``, ``matmul``,
   ``diagonal``, ``cross``, ``vander``, ``cond``, ``tensorinv``, ``tensorsolve``: compositions
-  of existing ops, :mod:`autodiff.graph.mixins.norms`.
+  of existing ops, :mod:`autodiff.graph.linalg.norms`.
 
 Missing: ``svd``, ``svdvals``, ``pinv``, ``matrix_rank``, ``eig``, ``eigvals``, ``lstsq``,
 ``matrix_exp``, ``householder_product``, ``ldl_factor``/``ldl_solve``, the norms that need
@@ -39,13 +39,13 @@ tracing (a tensor made from data; the ``_ex`` forms report ``info`` instead).
 """
 from __future__ import annotations
 
-from .graph.mixins import eigh as _eigh
-from .graph.mixins import lu as _lu
-from .graph.mixins import lu_factor as _luf
-from .graph.mixins import norms as _norms
-from .graph.mixins import qr as _qr
-from .graph.mixins import triangular as _tri
-from .graph.mixins.lu import LinAlgError, MAX_N  # noqa: F401  (public names)
+from .graph.linalg import eigh as _eigh
+from .graph.linalg import lu as _lu
+from .graph.linalg import lu_factor as _luf
+from .graph.linalg import norms as _norms
+from .graph.linalg import qr as _qr
+from .graph.linalg import triangular as _tri
+from .graph.linalg.lu import LinAlgError, MAX_N  # noqa: F401  (public names)
 from .graph.tensor import Tensor, tensor as _tensor
 
 __all__ = ["inv", "inv_ex", "det", "slogdet", "solve", "solve_ex", "matrix_power",
@@ -120,7 +120,7 @@ def matrix_power(A, n: int):
     return _t(A).matrix_power(n)
 
 
-# -- norms and products (autodiff/graph/mixins/norms.py) ---------------------------------------
+# -- norms and products (autodiff/graph/linalg/norms.py) ---------------------------------------
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     """The vector ``ord``-norm over ``dim`` (all elements when None) (``torch.linalg.
     vector_norm``): ``ord`` any number (``inf``: largest magnitude, ``-inf``: smallest, 0:
@@ -243,7 +243,7 @@ def tensorsolve(A, B, dims=None):
     return _norms.tensorsolve(_t(A), _t(B), dims)
 
 
-# -- Cholesky and triangular solves (autodiff/graph/mixins/triangular.py) ----------------------
+# -- Cholesky and triangular solves (autodiff/graph/linalg/triangular.py) ----------------------
 def cholesky(A, *, upper: bool = False):
     """The Cholesky factor of symmetric positive-definite ``A`` ``[*B, n, n]``
     (``torch.linalg.cholesky``): lower ``L`` with ``A = L L^T`` from ``A``'s lower triangle,
@@ -284,7 +284,7 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     return _tri.solve_triangular(_t(A), B, upper=upper, left=left, unitriangular=unitriangular)
 
 
-# -- LU (autodiff/graph/mixins/lu_factor.py) ---------------------------------------------------
+# -- LU (autodiff/graph/linalg/lu_factor.py) ---------------------------------------------------
 def lu_factor(A, *, pivot: bool = True):
     """``(LU, pivots)`` (``torch.linalg.lu_factor``, a named tuple) of ``A`` ``[*B, m, n]``:
     ``L`` (unit diagonal omitted) and ``U`` packed ``[*B, m, n]``, and LAPACK ``getrf``'s
@@ -329,7 +329,7 @@ def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
                          adjoint=adjoint)
 
 
-# -- QR (autodiff/graph/mixins/qr.py) ----------------------------------------------------------
+# -- QR (autodiff/graph/linalg/qr.py) ----------------------------------------------------------
 def qr(A, mode: str = "reduced"):
     """``(Q, R)`` with ``A = Q R`` (``torch.linalg.qr``, a named tuple) of ``A`` ``[*B, m,
     n]``: ``mode='reduced'`` ``Q`` ``[*B, m, k]``, ``R`` ``[*B, k, n]``; ``'complete'`` ``Q``
@@ -345,7 +345,7 @@ def qr(A, mode: str = "reduced"):
     return _qr.qr(_t(A), mode)
 
 
-# -- symmetric eigendecomposition (autodiff/graph/mixins/eigh.py) ------------------------------
+# -- symmetric eigendecomposition (autodiff/graph/linalg/eigh.py) ------------------------------
 def eigh(A, UPLO: str = "L"):
     """``(eigenvalues, eigenvectors)`` (``torch.linalg.eigh``, a named tuple) of the symmetric
     matrix ``[*B, n, n]`` whose lower (``UPLO='L'``) or upper (``'U'``) triangle is ``A``'s:
@@ -358,7 +358,7 @@ def eigh(A, UPLO: str = "L"):
     Raises:
         RuntimeError: ``UPLO`` other than ``'L'``/``'U'``, rank < 2, non-square.
             NotImplementedError: a dtype other than float32 (``"linalg_eigh_cpu"``), ``n``
-            above :data:`autodiff.graph.mixins.eigh.MAX_N` (64).
+            above :data:`autodiff.graph.linalg.eigh.MAX_N` (64).
     """
     return _eigh.eigh(_t(A), UPLO)
 

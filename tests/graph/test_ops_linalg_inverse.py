@@ -1,6 +1,6 @@
 """Matrix inverse, determinants and linear solves (``torch.linalg.inv``/``inv_ex``,
 ``inverse``, ``det``, ``slogdet``, ``logdet``, ``solve``/``solve_ex``, ``matrix_power``
-with ``n < 0``; autodiff/graph/mixins/lu.py) against PyTorch.
+with ``n < 0``; autodiff/graph/linalg/lu.py) against PyTorch.
 
 Values and gradients go through ``op_helper.check_op``: float32 values and gradients
 against float32 PyTorch, and gradients against float64 central finite differences (on
@@ -29,7 +29,7 @@ import pytest
 import torch
 
 import autodiff as ad
-from autodiff.graph.mixins import lu
+from autodiff.graph.linalg import lu
 from backends import device_params
 from op_helper import check_op
 

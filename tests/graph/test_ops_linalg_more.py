@@ -1,5 +1,5 @@
 """``torch.linalg``'s norms and composites, Cholesky, triangular solves, LU factorisation,
-QR and eigh (autodiff/graph/mixins/norms.py, triangular.py, lu_factor.py, qr.py, eigh.py)
+QR and eigh (autodiff/graph/linalg/norms.py, triangular.py, lu_factor.py, qr.py, eigh.py)
 against PyTorch.
 
 Values and gradients go through ``op_helper.check_op``: float32 values and gradients
@@ -40,7 +40,7 @@ import pytest
 import torch
 
 import autodiff as ad
-from autodiff.graph.mixins import lu
+from autodiff.graph.linalg import lu
 from backends import device_params
 from op_helper import check_op
 
@@ -820,7 +820,7 @@ def test_norms_of_singular_values_are_not_implemented(call):
 
 
 def test_too_large_matrices_are_refused():
-    from autodiff.graph.mixins import eigh
+    from autodiff.graph.linalg import eigh
     with pytest.raises(NotImplementedError, match=f"up to {eigh.MAX_N} rows"):
         ad.linalg.eigh(ad.zeros(eigh.MAX_N + 1, eigh.MAX_N + 1))
     n = lu.MAX_N + 1

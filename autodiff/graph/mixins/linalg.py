@@ -196,7 +196,7 @@ class LinalgMixin:
                 ``RuntimeError``, for a singular matrix whose values are known while
                 tracing).
         """
-        from .lu import check_square
+        from ..linalg.lu import check_square
         check_square(self, "linalg.matrix_power", limit=False)
         r = self.shape[-1]
         n = int(n)
@@ -214,12 +214,12 @@ class LinalgMixin:
                 base = base @ base
         return out
 
-    # -- inverse, determinants (autodiff/graph/mixins/lu.py) ------------------------------
+    # -- inverse, determinants (autodiff/graph/linalg/lu.py) ------------------------------
     def inverse(self):
         """The inverse of a float32 matrix or batch ``[*B, n, n]`` (``torch.inverse``,
         ``torch.linalg.inv``): Gauss-Jordan elimination with partial pivoting unrolled over
         ``n`` (Golub & Van Loan, "Matrix Computations", sec. 3.2-3.4;
-        :mod:`~autodiff.graph.mixins.lu`), gradient ``-A^-T G A^-T``. A singular matrix
+        :mod:`~autodiff.graph.linalg.lu`), gradient ``-A^-T G A^-T``. A singular matrix
         gives ``±inf``/NaN entries when it runs.
 
         Raises:
@@ -228,13 +228,13 @@ class LinalgMixin:
                 matrix whose values are known while tracing. ``NotImplementedError``:
                 ``n`` above ``lu.MAX_N`` (256).
         """
-        from .lu import inv
+        from ..linalg.lu import inv
         return inv(self)
 
     def det(self):
         """The determinant ``[*B]`` of float32 ``[*B, n, n]`` (``torch.det``,
         ``torch.linalg.det``): the sign of the pivoting permutation times the product of
-        LU's pivots (partial pivoting, :mod:`~autodiff.graph.mixins.lu`); 0 for a matrix
+        LU's pivots (partial pivoting, :mod:`~autodiff.graph.linalg.lu`); 0 for a matrix
         the elimination finds exactly singular. Gradient ``det(A) A^-T`` (0 where ``A^-1``
         is not finite).
 
@@ -243,7 +243,7 @@ class LinalgMixin:
             NotImplementedError: float16/bfloat16 (PyTorch's ``"lu_cpu" not implemented``),
                 ``n`` above ``lu.MAX_N``.
         """
-        from .lu import det
+        from ..linalg.lu import det
         return det(self)
 
     def slogdet(self):
@@ -256,23 +256,23 @@ class LinalgMixin:
             RuntimeError: rank < 2, non-square, a dtype other than float32.
             NotImplementedError: ``n`` above ``lu.MAX_N``.
         """
-        from .lu import slogdet
+        from ..linalg.lu import slogdet
         return slogdet(self, name="linalg.slogdet")
 
     def logdet(self):
         """``log det`` ``[*B]`` of float32 ``[*B, n, n]`` (``torch.logdet``): NaN where the
         determinant is negative (gradient 0 there), ``-inf`` where it is 0; gradient
         ``A^-T``. Raises as :meth:`slogdet` (PyTorch's ``logdet:`` messages)."""
-        from .lu import logdet
+        from ..linalg.lu import logdet
         return logdet(self)
 
-    # -- Cholesky and QR (autodiff/graph/mixins/triangular.py, qr.py) --------------------
+    # -- Cholesky and QR (autodiff/graph/linalg/triangular.py, qr.py) --------------------
     def cholesky(self, upper: bool = False):
         """The Cholesky factor of a symmetric positive-definite float32 matrix or batch
         ``[*B, n, n]`` (the deprecated ``torch.cholesky``/``Tensor.cholesky``, which warn
         as PyTorch's do): ``L`` with ``A = L L^T`` read from the lower triangle, or ``U``
         with ``A = U^T U`` from the upper one (``upper=True``). Outer-product Cholesky
-        unrolled over ``n`` (:mod:`~autodiff.graph.mixins.triangular`), gradient Murray's
+        unrolled over ``n`` (:mod:`~autodiff.graph.linalg.triangular`), gradient Murray's
         (2016), PyTorch's ``cholesky_backward``.
 
         Raises:
@@ -281,7 +281,7 @@ class LinalgMixin:
             NotImplementedError: a dtype other than float32 (``"cholesky_cpu" not
                 implemented``), ``n`` above ``lu.MAX_N``.
         """
-        from .triangular import cholesky
+        from ..linalg.triangular import cholesky
         warnings.warn(_CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
         return cholesky(self, upper=upper, name="cholesky")
 
@@ -296,7 +296,7 @@ class LinalgMixin:
                 not fit, batches that do not broadcast. NotImplementedError: a dtype other
                 than float32, ``n`` above ``lu.MAX_N``.
         """
-        from .triangular import cholesky_solve
+        from ..linalg.triangular import cholesky_solve
         return cholesky_solve(self, input2, upper)
 
     def cholesky_inverse(self, upper: bool = False):
@@ -307,20 +307,20 @@ class LinalgMixin:
             RuntimeError: rank < 2, non-square. NotImplementedError: a dtype other than
                 float32, ``n`` above ``lu.MAX_N``.
         """
-        from .triangular import cholesky_inverse
+        from ..linalg.triangular import cholesky_inverse
         return cholesky_inverse(self, upper)
 
     def qr(self, some: bool = True):
         """``(Q, R)`` of ``self`` ``[*B, m, n]`` (the deprecated ``torch.qr``/
         ``Tensor.qr``, which warn as PyTorch's do): ``torch.linalg.qr(A, 'reduced' if some
         else 'complete')``, Householder reflections unrolled over the columns
-        (:mod:`~autodiff.graph.mixins.qr`).
+        (:mod:`~autodiff.graph.linalg.qr`).
 
         Raises:
             RuntimeError: rank < 2, an integer/bool input. NotImplementedError:
                 float16/bfloat16, ``min(m, n)`` above ``lu.MAX_N``.
         """
-        from .qr import qr
+        from ..linalg.qr import qr
         warnings.warn(_QR_DEPRECATED, UserWarning, stacklevel=2)
         return qr(self, "reduced" if some else "complete")
 

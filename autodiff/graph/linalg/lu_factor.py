@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import dtypes, ops
 from ..trace import no_grad
-from .linalg import _SCALAR_NAMES
+from ..mixins.linalg import _SCALAR_NAMES
 from .lu import (LinAlgError, _delta, _finite, _grad_wanted, _info, _position, _site,
                  known_values, pick)
 from .triangular import Fold, eye_like, kernel_check, limit, operand, substitute

@@ -27,7 +27,7 @@ NaN entries, the values LAPACK leaves). ``info`` (``inv_ex``, ``solve_ex``) is `
 the 1-based step of the first zero pivot, 0 if none. The singular-input error of
 ``inv``/``solve`` (``torch.linalg.LinAlgError``) needs values: it is raised while tracing
 when the matrix's values are known then (a tensor made from data, see
-:func:`~autodiff.graph.mixins.scan.known_values`), else the program runs and gives the
+:func:`~autodiff.graph.linalg.scan.known_values`), else the program runs and gives the
 ``inf``/NaN entries.
 
 Gradients are PyTorch's analytic ones, attached to the value computed without gradient
@@ -52,8 +52,8 @@ import numpy as np
 
 from .. import dtypes, ops
 from ..trace import TRACER, no_grad, user_site
-from .linalg import _SCALAR_NAMES
-from .scan import known_values
+from ..mixins.linalg import _SCALAR_NAMES
+from ..mixins.scan import known_values
 
 #: The largest matrix size the elimination is unrolled for. Each of the ``n`` steps adds
 #: about 38 traced graph nodes (an inverse with its gradient: 365 at n = 8, 1,277 at 32,

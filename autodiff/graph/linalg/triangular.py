@@ -61,7 +61,7 @@ import numpy as np
 
 from .. import dtypes, ops
 from ..trace import no_grad
-from .linalg import _SCALAR_NAMES
+from ..mixins.linalg import _SCALAR_NAMES
 from .lu import (LinAlgError, MAX_N, _delta, _finite, _grad_wanted, _site, check_square,
                  known_values)
 

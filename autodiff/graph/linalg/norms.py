@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import dtypes, ops
 from ..trace import no_grad
-from .dims import norm_dim
-from .linalg import _CPP_NAMES, _SCALAR_NAMES
+from ..mixins.dims import norm_dim
+from ..mixins.linalg import _CPP_NAMES, _SCALAR_NAMES
 from .lu import _site
 
 _FLOATS = ("float32", "float16", "bfloat16")
