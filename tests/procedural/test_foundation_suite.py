@@ -19,8 +19,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_foundation_tests_pass_through_the_procedural_path():
     env = dict(os.environ, AUTODIFF_IR="procedural", AUTODIFF_DEVICE="numpy")
+    # the factorisations' tables (over 650 cases of compositions of the same ops) are left
+    # out here: their device cases run the procedural path already (OpenCL lowers and fuses
+    # every program), and serially they added a minute to this one test
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            "-m", "not slow", "-k", "not opencl and not tvm",
+           "--ignore", "tests/graph/test_ops_linalg_inverse.py",
+           "--ignore", "tests/graph/test_ops_linalg_more.py",
            "tests/graph", "tests/nn/test_module.py", "tests/optim"]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     tail = r.stdout[-4000:] + r.stderr[-2000:]
