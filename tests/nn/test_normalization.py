@@ -147,6 +147,12 @@ def test_instance_norm_functional():
      lambda: torch.nn.InstanceNorm2d(3, track_running_stats=True), (2, 3, 4, 5)),
     (lambda: nn.InstanceNorm1d(2, affine=True), lambda: torch.nn.InstanceNorm1d(2, affine=True),
      (2, 7)),
+    (lambda: nn.InstanceNorm3d(3, affine=True), lambda: torch.nn.InstanceNorm3d(3, affine=True),
+     (2, 3, 3, 4, 2)),
+    (lambda: nn.InstanceNorm3d(3, track_running_stats=True),
+     lambda: torch.nn.InstanceNorm3d(3, track_running_stats=True), (2, 3, 2, 3, 4)),
+    (lambda: nn.InstanceNorm3d(3, affine=True), lambda: torch.nn.InstanceNorm3d(3, affine=True),
+     (3, 2, 4, 3)),                                                      # unbatched
     (lambda: nn.GroupNorm(2, 4), lambda: torch.nn.GroupNorm(2, 4), (3, 4, 2, 3)),
     (lambda: nn.RMSNorm((3, 4)), lambda: torch.nn.RMSNorm((3, 4)), (2, 3, 4)),
     (lambda: nn.RMSNorm(5, eps=1e-3, elementwise_affine=False),

@@ -221,15 +221,17 @@ def host_info(a: np.ndarray) -> np.ndarray:
     return info
 
 
-def _raise_if_singular(a, name: str, batched_msg, check: bool = True) -> None:
+def _raise_if_singular(a, name: str, batched_msg, check: bool = True,
+                       host=host_info) -> None:
     """Raise ``LinAlgError`` when ``a``'s values are known while tracing and the
-    elimination meets a zero pivot; ``batched_msg(info, batch_index)`` is the text."""
-    if not check or a.shape[-1] == 0:
+    elimination meets a zero pivot (``host(values)``: LAPACK's ``info`` per matrix, as
+    :func:`host_info`); ``batched_msg(info)`` is the text after the batch element."""
+    if not check or 0 in a.shape[-2:]:
         return
     v = known_values(a)
     if v is None:
         return
-    info = host_info(np.asarray(v, np.float32)).reshape(-1)
+    info = host(np.asarray(v, np.float32)).reshape(-1)
     bad = np.flatnonzero(info)
     if bad.size:
         b = int(bad[0])

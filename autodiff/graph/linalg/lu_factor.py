@@ -47,8 +47,8 @@ import numpy as np
 from .. import dtypes, ops
 from ..trace import no_grad
 from ..mixins.linalg import _SCALAR_NAMES
-from .lu import (LinAlgError, _delta, _finite, _grad_wanted, _info, _position, _site,
-                 known_values, pick)
+from .lu import _raise_if_singular as _lu_raise_if_singular
+from .lu import _delta, _finite, _grad_wanted, _info, _position, _site, pick
 from .triangular import Fold, eye_like, kernel_check, limit, operand, substitute
 
 LUFactorResult = collections.namedtuple("LUFactorResult", ["LU", "pivots"])
@@ -249,21 +249,10 @@ def host_lu_info(a: np.ndarray) -> np.ndarray:
 
 
 def _raise_if_singular(a, name: str) -> None:
-    if 0 in a.shape[-2:]:
-        return
-    v = known_values(a)
-    if v is None:
-        return
-    info = host_lu_info(np.asarray(v, np.float32)).reshape(-1)
-    bad = np.flatnonzero(info)
-    if bad.size:
-        b = int(bad[0])
-        where = f"(Batch element {b}): " if a.ndim > 2 else ""
-        i = int(info[b])
-        raise LinAlgError(f"{name}: {where}U[{i},{i}] is zero and using it on lu_solve would "
-                          f"result in a division by zero. If you still want to perform the "
-                          f"factorization, consider calling linalg.lu(A, pivot) or "
-                          f"linalg.lu_factor_ex(A, pivot){_site()}")
+    _lu_raise_if_singular(a, name, lambda i: (
+        f"U[{i},{i}] is zero and using it on lu_solve would result in a division by zero. "
+        f"If you still want to perform the factorization, consider calling "
+        f"linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"), host=host_lu_info)
 
 
 # -- the operations ----------------------------------------------------------------------------
