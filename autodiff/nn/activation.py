@@ -113,7 +113,8 @@ class RReLU(_Elementwise):
     args = (("lower", 1.0 / 8), ("upper", 1.0 / 3), ("inplace", False))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.rrelu(x, self.lower, self.upper, training=self.training)
+        return F.rrelu(x, self.lower, self.upper, training=self.training,
+                       inplace=self.inplace)
 
 
 class Softmin(Softmax):

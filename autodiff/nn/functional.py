@@ -6,6 +6,8 @@ float32; class indices and token ids are int32 tensors (for instance from an int
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 
@@ -40,9 +42,25 @@ def reduce_loss(x: Tensor, reduction: str) -> Tensor:
 
 
 # -- activations -------------------------------------------------------------------------
-def relu(x: Tensor) -> Tensor:
+def _inplace_option(fn):
+    """``fn(input, ..., inplace=False)`` with PyTorch's ``inplace=True``: ``input`` takes the
+    result (:func:`_in_place`: a traced tensor names the new value from then on, a view
+    writes it back into its base, a variable is assigned) and is returned."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        return _in_place(bound.arguments["input"], out) if bound.arguments.get("inplace") \
+            else out
+    return wrapper
+
+
+@_inplace_option
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(x, 0)`` elementwise."""
-    return x.relu()
+    return input.relu()
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -75,6 +93,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return x.log_softmax(dim)
 
 
+@_inplace_option
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` where ``x > 0``, else ``negative_slope * x``."""
     return input.where(input > 0, input * negative_slope)
@@ -86,11 +105,13 @@ def _expm1_neg(x: Tensor) -> Tensor:
     return x.where(x <= 0, 0.0).expm1()
 
 
+@_inplace_option
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where ``x > 0``, else ``alpha (exp(x) - 1)``."""
     return input.where(input > 0, _expm1_neg(input) * alpha)
 
 
+@_inplace_option
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where ``x > 0``, else ``alpha (exp(x / alpha) - 1)``."""
     return input.where(input > 0, _expm1_neg(input * (1.0 / alpha)) * alpha)
@@ -100,11 +121,13 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@_inplace_option
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """``scale * elu(x, alpha)`` with the constants of Klambauer et al. (2017)."""
     return elu(input, _SELU_ALPHA) * _SELU_SCALE
 
 
+@_inplace_option
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x sigmoid(x)``."""
     return input * input.sigmoid()
@@ -117,6 +140,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     return input.where(bx > threshold, safe.exp().log1p() * (1.0 / beta))
 
 
+@_inplace_option
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x tanh(softplus(x))``."""
     return input * softplus(input).tanh()
@@ -127,6 +151,7 @@ def softsign(input: Tensor) -> Tensor:
     return input / (input.abs() + 1.0)
 
 
+@_inplace_option
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
              inplace: bool = False) -> Tensor:
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 1 strictly inside (PyTorch)."""
@@ -134,16 +159,19 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
     return out.where(input < max_val, max_val)
 
 
+@_inplace_option
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``hardtanh(x, 0, 6)``."""
     return hardtanh(input, 0.0, 6.0)
 
 
+@_inplace_option
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``x / 6 + 1/2`` on ``(-3, 3)``, 0 below, 1 above."""
     return hardtanh(input * (1.0 / 6.0) + 0.5, 0.0, 1.0)
 
 
+@_inplace_option
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x (x + 3) / 6`` on ``[-3, 3]``, 0 below, ``x`` above."""
     mid = input * (input + 3.0) * (1.0 / 6.0)
@@ -155,6 +183,7 @@ def logsigmoid(input: Tensor) -> Tensor:
     return input.minimum(0.0) - (-input.abs()).exp().log1p()
 
 
+@_inplace_option
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
     return input.where(input > threshold, value)
@@ -175,6 +204,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return input.where(input.abs() > lambd, 0.0)
 
 
+@_inplace_option
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
           training: bool = False, inplace: bool = False) -> Tensor:
     """Randomized leaky ReLU (Xu et al., 2015): negative inputs times a slope drawn

@@ -47,14 +47,16 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """``torch.nn.ReLU``: ``max(x, 0)``; ``inplace`` is accepted (values are never
-    modified in place)."""
+    """``torch.nn.ReLU``: ``max(x, 0)``; with ``inplace`` the input tensor takes the result,
+    as in PyTorch (:func:`autodiff.nn.functional.relu`)."""
 
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, x): return x.relu()
+    def forward(self, x):
+        from .functional import relu
+        return relu(x, self.inplace)
 
 
 class Sigmoid(Module):
