@@ -60,7 +60,8 @@ class Dropout(Module):
 
     Args:
         p: drop probability in ``[0, 1]``.
-        inplace: accepted for PyTorch compatibility (values are never modified in place).
+        inplace: the input tensor takes the result (PyTorch's in-place form; a leaf that
+            requires grad raises ``RuntimeError``).
         seed: Philox seed; ``None`` draws one from the global generator at construction.
 
     Raises:
@@ -82,7 +83,7 @@ class Dropout(Module):
         if not self.training or self.p == 0.0:
             return x
         seed, stream = self.rng.next()
-        return F.dropout(x, self.p, True, seed=seed, stream=stream)
+        return _result(x, F.dropout(x, self.p, True, seed=seed, stream=stream), self.inplace)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
@@ -114,8 +115,12 @@ class _DropoutNd(Dropout):
         if not self.training or self.p == 0.0:
             return x
         seed, stream = self.rng.next()
-        return _channel_dropout(x, self.p, seed, stream, self.batched_ndim,
-                                type(self).__name__)
+        return _result(x, _channel_dropout(x, self.p, seed, stream, self._batched(x),
+                                           type(self).__name__), self.inplace)
+
+    def _batched(self, x: Tensor) -> int:
+        """The rank of a batched input (``x`` may be one less: unbatched)."""
+        return self.batched_ndim
 
 
 class Dropout1d(_DropoutNd):
@@ -125,8 +130,20 @@ class Dropout1d(_DropoutNd):
 
 
 class Dropout2d(_DropoutNd):
-    """``torch.nn.Dropout2d``: zero whole channels of ``[N, C, H, W]`` (or ``[C, H, W]``)."""
+    """``torch.nn.Dropout2d``: zero whole channels of ``[N, C, H, W]``. As PyTorch's, a 3-D
+    input is taken as ``[N, C, L]`` (channel-wise 1-D dropout, with PyTorch's
+    ``UserWarning``), not as an unbatched ``[C, H, W]``."""
     batched_ndim = 4
+
+    def _batched(self, x: Tensor) -> int:
+        if x.ndim == 3:
+            warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
+                          "channel-wise 1D dropout behavior is desired - input is interpreted "
+                          "as shape (N, C, L), where C is the channel dim. To maintain the 1D "
+                          "channel-wise dropout behavior, please switch to using dropout1d "
+                          "instead.", stacklevel=4)
+            return 3
+        return 4
 
 
 class Dropout3d(_DropoutNd):

@@ -63,3 +63,16 @@ def test_inplace_on_a_leaf_that_requires_grad_raises_like_torch():
         F.relu(x, inplace=True)
     with pytest.raises(RuntimeError):
         torch.nn.functional.relu(torch.ones(3, requires_grad=True), inplace=True)
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Dropout(0.5, inplace=True, seed=1),
+                                  lambda: nn.Dropout2d(0.5, inplace=True, seed=1)])
+def test_dropout_modules_with_inplace_update_the_input(make):
+    m = make()
+    x = np.ones((4, 6, 3, 5), np.float32)
+    h = ad.Tensor(x) * 1.0
+    y = m(h)
+    assert y is h
+    ad.execute()
+    v = h.numpy()
+    assert set(np.unique(v)) == {0.0, 2.0}           # the input holds the dropped values

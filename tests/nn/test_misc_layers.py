@@ -75,16 +75,26 @@ def test_embedding_padding_idx_gets_no_gradient():
     assert not e.weight.requires_grad
 
 
-@pytest.mark.parametrize("cls,shape", [(nn.Dropout2d, (4, 6, 3, 5)), (nn.Dropout1d, (4, 6, 7)),
-                                       (nn.Dropout2d, (6, 3, 5))])
-def test_channel_dropout_zeroes_whole_channels(cls, shape):
+@pytest.mark.parametrize("cls,shape,spatial", [(nn.Dropout2d, (4, 6, 3, 5), 2),
+                                               (nn.Dropout1d, (4, 6, 7), 1),
+                                               (nn.Dropout1d, (6, 7), 1),
+                                               (nn.Dropout2d, (6, 3, 5), 1)])   # [N, C, L]
+def test_channel_dropout_zeroes_whole_channels(cls, shape, spatial):
+    """Whole channels zeroed; a 3-D input to ``Dropout2d`` is ``[N, C, L]``, as PyTorch's
+    module takes it (with its warning)."""
     x = np.ones(shape, np.float32)
     m = cls(0.5, seed=3)
-    y = m(ad.Tensor(x))
+    if cls is nn.Dropout2d and len(shape) == 3:
+        with pytest.warns(UserWarning, match="interpreted as shape"):
+            y = m(ad.Tensor(x))
+        with pytest.warns(UserWarning, match="interpreted as shape"):
+            torch.nn.Dropout2d(0.5)(torch.ones(shape))
+    else:
+        y = m(ad.Tensor(x))
     m.eval()
     z = m(ad.Tensor(x))
     ad.execute()
-    v = y.numpy().reshape(*shape[:len(shape) - (2 if cls is nn.Dropout2d else 1)], -1)
+    v = y.numpy().reshape(*shape[:len(shape) - spatial], -1)
     per_channel = v.reshape(-1, v.shape[-1])
     assert set(np.unique(per_channel)) <= {0.0, 2.0}
     assert all(len(set(row)) == 1 for row in per_channel)        # a channel is all or none
