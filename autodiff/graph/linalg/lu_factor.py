@@ -48,7 +48,8 @@ from .. import dtypes, ops
 from ..trace import no_grad
 from ..mixins.linalg import _SCALAR_NAMES
 from .lu import _raise_if_singular as _lu_raise_if_singular
-from .lu import _delta, _finite, _grad_wanted, _info, _position, _site, pick
+from .lu import (_delta, _finite, _grad_wanted, _info, _position, _site, check_square,
+                 pick)
 from .triangular import Fold, eye_like, kernel_check, limit, operand, substitute
 
 LUFactorResult = collections.namedtuple("LUFactorResult", ["LU", "pivots"])
@@ -310,17 +311,11 @@ def lu_solve(lu_, pivots, b, *, left: bool = True, adjoint: bool = False):
     name = "linalg.lu_solve"
     b = operand(lu_, b)
     pivots = operand(lu_, pivots)
-    if lu_.ndim < 2:
-        raise RuntimeError(f"torch.{name}: The input tensor A must have at least 2 dimensions."
-                           f"{_site()}")
-    r, c = lu_.shape[-2:]
-    if r != c:
-        raise RuntimeError(f"torch.{name}: A must be batches of square matrices, but they are "
-                           f"{r} by {c} matrices{_site()}")
+    check_square(lu_, "torch." + name, limit=False)
     if b.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions."
                            f"{_site()}")
-    n = r
+    n = lu_.shape[-1]
     if (b.shape[-2] if left else b.shape[-1]) != n:
         raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
                            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x"
