@@ -82,3 +82,49 @@ def test_reused_renderings_equal_fresh_ones(monkeypatch):
     ad.execute(device="opencl")
     np.testing.assert_array_equal(losses, want)
     assert len(set(losses)) == len(losses)
+
+
+def _sizes_program(sizes=(64, 192, 1024, 4096), steps: int = 3):
+    """AdamW with gradient clipping over parameters of four sizes: the same update and
+    the same squared norm for each, over spaces of other extents."""
+    ad.reset()
+    rng = np.random.default_rng(1)
+    ps = [nn.Parameter(ad.Tensor(rng.standard_normal(n).astype(np.float32)))
+          for n in sizes]
+    xs = [ad.Tensor(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+    opt = AdamW(ps, lr=1e-2)
+    losses = []
+
+    def step():
+        opt.zero_grad()
+        loss = sum(((p * x).sin().square().sum() for p, x in zip(ps, xs)), ad.Tensor(0.0))
+        loss.backward()
+        nn.utils.clip_grad_norm_(ps, 0.5)
+        opt.step()
+        ad.Receiver(lambda v: losses.append(float(v)), [loss])
+    ad.ir_for(range(steps), step)
+    return ps, losses
+
+
+def test_kernels_over_other_sizes_share_a_body(monkeypatch):
+    """The AdamW update and the squared gradient norm of parameters of different sizes
+    render to one body each (the extents are arguments, ``Args.size``): fewer distinct
+    bodies than with the extents as literals, the same losses and parameters bit for bit,
+    and those of the numpy device."""
+    def run(device):
+        ps, losses = _sizes_program()
+        report = ad.execute(device=device)
+        return report, losses, [p.numpy() for p in ps]
+    report, losses, params = run("opencl")
+    monkeypatch.setattr(opencl.codegen.Args, "size", lambda self, value: str(value))
+    literal, want, want_params = run("opencl")
+    shared = report.stats["opencl"]["distinct_kernels"]
+    assert shared <= literal.stats["opencl"]["distinct_kernels"] - 6   # 2 kinds x 3 sizes
+    np.testing.assert_array_equal(losses, want)
+    for p, w in zip(params, want_params):
+        np.testing.assert_array_equal(p, w)
+    monkeypatch.undo()
+    _, ref, ref_params = run("numpy")
+    np.testing.assert_allclose(losses, ref, rtol=1e-5, atol=1e-6)
+    for p, w in zip(params, ref_params):
+        np.testing.assert_allclose(p, w, rtol=1e-5, atol=1e-6)

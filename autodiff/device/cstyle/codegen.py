@@ -471,14 +471,19 @@ def pick_width(width: int, extent: int) -> int:
 
 
 def _split_index(d: Dialect, n: int, chunks: int, vec: Var | None, w: int,
-                 outer: str = "i") -> list[str]:
+                 outer: str = "i", bound: str | None = None) -> list[str]:
     """C lines computing the work-item's outer index ``outer`` (and ``vec``, see
-    :func:`vector_space`) with an early exit past ``n`` work-items."""
+    :func:`vector_space`) with an early exit past ``n`` work-items (``bound``: the C text
+    of ``n`` there, default the literal)."""
+    bound = bound or str(n)
     if vec is None:
-        return [f"  const int {outer} = {d.index('global', 0)};", f"  if ({outer} >= {n}) return;"]
-    L = [f"  const int g_ = {d.index('global', 0)};", f"  if (g_ >= {n}) return;"]
+        return [f"  const int {outer} = {d.index('global', 0)};",
+                f"  if ({outer} >= {bound}) return;"]
+    L = [f"  const int g_ = {d.index('global', 0)};", f"  if (g_ >= {bound}) return;"]
     if chunks == 1:
         return L + [f"  const int {outer} = g_;", f"  const int {vec.name} = 0;"]
+    if n == chunks:                     # one outer point: the code holds no extent
+        return L + [f"  const int {outer} = 0;", f"  const int {vec.name} = g_ * {w};"]
     return L + [f"  const int {outer} = g_ / {chunks};",
                 f"  const int {vec.name} = (g_ % {chunks}) * {w};"]
 
@@ -504,7 +509,7 @@ def elementwise(name: str, k: Elementwise, offsets: dict, d: Dialect,
     body = _stores(vals, k.outs, w, vec, ncols)
     local = 64
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
-    L += _split_index(d, n, chunks, vec, w)
+    L += _split_index(d, n, chunks, vec, w, bound=_bound(offsets, n))
     L += [f"  {s}" for s in head + body] + ["}"]
     return K.Source(name, "\n".join(L), (K._cdiv(max(n, 1), local) * local,), (local,))
 
@@ -534,6 +539,11 @@ class Args:
     (PoCL compiles a kernel per name and local size at its first launch: 60-400 ms each).
     Offsets named in ``literal`` (the shared scratch regions) stay literals.
 
+    A renderer may also make an int of the code a parameter (:meth:`size`): the extent a
+    work-item's early exit compares with, the trip count of a whole-array reduction.
+    Kernels of the same code over spaces of other sizes (the AdamW update of each
+    parameter, the squared norm of each gradient) then share one body as well.
+
     Mapping interface as used by the renderers: ``args[name]`` (a Var, or the literal),
     ``name in args``; :meth:`with_` adds a literal entry; :meth:`params` / :meth:`values`
     give the C declarations and this kernel's argument values.
@@ -544,6 +554,7 @@ class Args:
         self.names: list[str] = []
         self.vars: dict = {}
         self.extra: dict = {}
+        self.sizes: dict = {}           # a size parameter's key in names -> its value
 
     def __getitem__(self, name: str):
         if name in self.extra:
@@ -564,13 +575,30 @@ class Args:
         """A view recording into the same parameters, with ``name`` at literal ``value``."""
         view = Args(self.offsets, self.literal)
         view.names, view.vars, view.extra = self.names, self.vars, {**self.extra, name: value}
+        view.sizes = self.sizes
         return view
+
+    def size(self, value: int) -> str:
+        """The C name of a new int parameter whose argument is ``value``."""
+        key = f"#size{len(self.names)}"
+        self.vars[key] = Var(f"p{len(self.names)}_", PARAM_EXTENT)
+        self.sizes[key] = int(value)
+        self.names.append(key)
+        return self.vars[key].name
 
     def params(self) -> tuple[str, ...]:
         return tuple(f"const int {self.vars[n].name}" for n in self.names)
 
     def values(self) -> tuple[int, ...]:
-        return tuple(int(self.offsets[n]) for n in self.names)
+        return tuple(self.sizes[n] if n in self.sizes else int(self.offsets[n])
+                     for n in self.names)
+
+
+def _bound(offsets, n: int) -> str:
+    """C text of extent ``n`` in a work-item's early exit: a parameter when rendering with
+    :class:`Args` (see :meth:`Args.size`), else the literal (and for a one-point kernel,
+    whose extent is always 1)."""
+    return offsets.size(n) if isinstance(offsets, Args) and n != 1 else str(n)
 
 
 def _with(offsets, name: str, value: int):
@@ -859,7 +887,11 @@ def reduce(name: str, k: Reduce, offsets: dict, d: Dialect,
         return _stores(Values(offsets, env, s, vals.hoisted), k.outs)
     if tree:
         return K.tree_reduce(name, rows, length, x, out, op, setup, d=d.whole)
-    return K.row_reduce(name, rows, length, x, out, op, setup=setup, vector=vector, d=d)
+    # a whole-array reduction (the squared norm of each gradient) takes its length as a
+    # parameter: one body for every size (a row's trip count stays a literal)
+    trip = (lambda n: offsets.size(n)) if rows == 1 and isinstance(offsets, Args) else None
+    return K.row_reduce(name, rows, length, x, out, op, setup=setup, vector=vector, d=d,
+                        rows_bound=_bound(offsets, rows), trip=trip)
 
 
 #: adjacent vectors of a row one work-item of a column reduction sums at most
@@ -902,14 +934,16 @@ def _column_reduce(name, k: Reduce, offsets, d, width, renv, j, op) -> K.Source 
              1) if not lanes and len(src) <= K.CHAIN_CHARS else 1
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {"]
     if u == 1:
-        L += _split_index(d, n, chunks, vec, w, "r") + [f"  {x}" for x in head]
+        L += _split_index(d, n, chunks, vec, w, "r", _bound(offsets, n))
+        L += [f"  {x}" for x in head]
         L += [f"  {vt} acc = ({vt})({ident});",
               f"  for (int j = 0; j < {j.extent}; j++) {{",
               f"    const {vt} v = {src};",
               f"    acc = {comb('acc', 'v')};", "  }"] + [f"  {x}" for x in stores]
     else:                       # each vector a block of its own with its own `c`
         n //= u
-        L += _split_index(d, n, chunks // u, Var(vec.name + "0_", vec.extent), w * u, "r")
+        L += _split_index(d, n, chunks // u, Var(vec.name + "0_", vec.extent), w * u, "r",
+                          _bound(offsets, n))
         L += [f"  {x}" for x in head]
         L += [f"  {vt} {', '.join(f'a{i}_ = ({vt})({ident})' for i in range(u))};",
               f"  for (int j = 0; j < {j.extent}; j++) {{"]

@@ -589,7 +589,8 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
                out: Ref | Callable[[str], list[str]], op: str = "sum",
                prologue: Callable[[str, int, str, str], str] | None = None,
                epilogue: Epilogue | None = None, setup: list[str] = (),
-               vector: bool = True, *, d: Dialect) -> Source:
+               vector: bool = True, *, d: Dialect, rows_bound: str | None = None,
+               trip: Callable[[int], str] | None = None) -> Source:
     """out[r] = epilogue(reduce_j prologue(x[r, j])) with one work-item per row ``r``.
 
     Args:
@@ -605,6 +606,9 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
         setup: C statements run first by each work-item (index variables of the hooks).
         vector: load 16 columns at a time (``float16`` accumulator, scalar tail); ``False``
             for inputs that are not contiguous along the row.
+        rows_bound: C text of ``rows`` in the early exit (default the literal).
+        trip: ``fn(n) -> C text`` of the vector loop's bound ``n`` when that loop covers
+            the whole row (no tail; default the literal).
 
     Raises:
         ValueError: a Ref input whose rows are not contiguous, or an unknown ``op``.
@@ -627,11 +631,12 @@ def row_reduce(name: str, rows: int, length: int, x: Ref | Callable[[int, str], 
     hred = "_hsum16" if op == "sum" else "_hmax16"
     L = [d.signature(name, [f"{d.pointer()} restrict buf"]) + " {",
          f"  const int r = {d.index('global', 0)};",
-         f"  if (r >= {rows}) return;"] + [f"  {s}" for s in setup]
+         f"  if (r >= {rows_bound or rows}) return;"] + [f"  {s}" for s in setup]
     full = length // 16 * 16 if vector else 0
     if full:
         L += _chains(full, 16, x(16, "j"), pro("v", 16, "r", "j"),
-                     comb if op == "sum" else vector_max, "float16", ident) + \
+                     comb if op == "sum" else vector_max, "float16", ident,
+                     trip=trip if full == length else None) + \
             [f"  float s = {hred}(acc);"]
     elif length >= SCALAR_PAIR_MIN:         # a scalar row: two chains or more (see below)
         value, body = x(1, "j"), pro("v", 1, "r", "j")
@@ -684,7 +689,8 @@ def _chain_count(n: int, step: int, code: str) -> int:
 
 
 def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str], str],
-            vt: str, ident: str, chains: int | None = None) -> list[str]:
+            vt: str, ident: str, chains: int | None = None,
+            trip: Callable[[int], str] | None = None) -> list[str]:
     """C lines of a reduction loop over ``j = 0, step, ..., < n`` into ``acc`` (a ``vt``
     from ``ident``): ``value`` is the C value at ``j`` (a C int named ``j`` in scope),
     ``body`` the value combined (an expression of it, named ``v``), ``comb(acc, v)`` the
@@ -692,16 +698,18 @@ def _chains(n: int, step: int, value: str, body: str, comb: Callable[[str, str],
     from :data:`CHAIN_ROUNDS` rounds of a short source calling nothing but
     :data:`CHAIN_CALLS`, else one) take the steps in turn (the loop unrolled by hand, each
     step a block with its own ``const int j``) and are combined pairwise at the end, into
-    ``acc``; steps past the last whole round go to ``acc``."""
+    ``acc``; steps past the last whole round go to ``acc``. ``trip``: ``fn(n) -> C text``
+    of the loop's bound when the loop runs all ``n`` (no steps left past its rounds)."""
     k = chains or _chain_count(n, step, value + body)
     if k == 1:
         return [f"  {vt} acc = ({vt})({ident});",
-                f"  for (int j = 0; j < {n}; j += {step}) {{",
+                f"  for (int j = 0; j < {trip(n) if trip else n}; j += {step}) {{",
                 f"    const {vt} v = {value};", f"    acc = {comb('acc', body)};", "  }"]
     accs = ["acc"] + [f"acc{i}" for i in range(1, k)]
     whole = n // (k * step) * (k * step)
+    bound = trip(whole) if trip and whole == n else whole
     L = [f"  {vt} {', '.join(f'{a} = ({vt})({ident})' for a in accs)};",
-         f"  for (int jj = 0; jj < {whole}; jj += {k * step}) {{"]
+         f"  for (int jj = 0; jj < {bound}; jj += {k * step}) {{"]
     for i, a in enumerate(accs):
         L.append(f"    {{ const int j = jj + {i * step}; const {vt} v = {value}; "
                  f"{a} = {comb(a, body)}; }}")

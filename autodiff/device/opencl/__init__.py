@@ -65,8 +65,12 @@ class _Kernels:
     """The kernel bodies of a program being rendered, each distinct source once.
 
     A kernel statement renders with its buffers' offsets as int arguments
-    (:class:`~autodiff.device.cstyle.codegen.Args`); one whose body (up to its name) and
-    launch sizes equal an earlier one's reuses that body and only brings its own arguments.
+    (:class:`~autodiff.device.cstyle.codegen.Args`; the extents of early exits and
+    whole-array reductions too, :meth:`~autodiff.device.cstyle.codegen.Args.size`); one
+    whose body (up to its name) and local size equal an earlier one's reuses that body and
+    only brings its own arguments and global size (the main job's training program: 133
+    -> 120 distinct bodies: the AdamW updates of parameters of eight sizes share one, so
+    do the squared norms of seven gradients).
     An index-checked kernel's id in the error record is a literal of its body, so such
     kernels share a body only with themselves.
 
@@ -149,7 +153,7 @@ class _Kernels:
         hit = self.structures.get(key)
         if hit is not None:
             out, names = hit
-            values = tuple(int(off[order[i]]) for i in names)
+            values = tuple(int(off[order[i]]) if type(i) is int else i[0] for i in names)
             return [dataclasses.replace(x, args=values + x.args[len(values):]) for x in out]
         name = self.name(s.kind.replace('+', '_').lower())
         out = []
@@ -159,16 +163,20 @@ class _Kernels:
                                   args=args):
             if one_point and not src.whole:
                 src = self.lift(src)
-            key_ = (src.src.replace(src.name, "@"), src.global_size, src.local_size,
-                    src.whole)
+            # a body's global size is its launch's (a work-group kernel's is its own);
+            # its rank is its wrapper's (chain.wrap)
+            key_ = (src.src.replace(src.name, "@"), src.local_size, src.whole,
+                    src.global_size if src.whole else len(src.global_size))
             first = self.canon.get(key_)
             if first is None:
                 self.canon[key_] = first = src
                 self.bodies.append(src)
             out.append(dataclasses.replace(src, name=first.name, src=first.src))
         where = {n: i for i, n in enumerate(order)}
-        if all(n in where for n in args.names):
-            self.structures[key] = (out, [where[n] for n in args.names])
+        if all(n in where or n in args.sizes for n in args.names):
+            # a size parameter's value is the same for every statement of the structure
+            self.structures[key] = (out, [where[n] if n in where else (args.sizes[n],)
+                                          for n in args.names])
         return out
 
 
