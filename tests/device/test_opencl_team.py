@@ -80,7 +80,7 @@ def test_a_team_chain_hands_out_every_group_once_and_meets_between_dependent_bod
     assert text.index("k1_block") < text.index("team_sync") < text.index("k2_block")
     # tickets 0-2 are k0's groups, 3 k1's, 4-8 k2's
     assert "e_ = 3;" in text and "e_ = 4;" in text and "e_ = 9;" in text
-    assert "k2_block(buf, 7, q_ % 5, 0, 0)" in text and "t_ - 4;" in text
+    assert f"{chain.block_name(bodies[2])}(buf, 7, q_ % 5, 0, 0)" in text and "t_ - 4;" in text
     assert "if (g0 == 0) atomic_xchg(s_ + 32, 0);" in text
     assert "(__global int*)buf + 64" in text
 

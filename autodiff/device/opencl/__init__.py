@@ -31,7 +31,7 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored, prefetch_option
-from . import callback, chain, control, frontend, prejit, render, rings, runs, split, tiers
+from . import callback, chain, control, frontend, prejit, render, rings, runs, split, tiers, unify
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -72,7 +72,9 @@ class _Kernels:
     -> 120 distinct bodies: the AdamW updates of parameters of eight sizes share one, so
     do the squared norms of seven gradients).
     An index-checked kernel's id in the error record is a literal of its body, so such
-    kernels share a body only with themselves.
+    kernels share a body only with themselves here; :func:`.unify.unify` then merges the
+    bodies that differ only in such int literals (the ids, a weight gradient's row stride)
+    into one taking them as arguments.
 
     The float literals of a one-point kernel (scalar bookkeeping: a learning-rate
     schedule, a clipping factor, a bias correction) are *lifted* (:meth:`lift`) into the
@@ -358,7 +360,7 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
     ``sync``), each dispatch kernel also has a team mode (:func:`.chain.team_branch`) for
     :mod:`.runs`."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
-    blocks: set = set()         # bodies whose block function the program holds
+    blocks: set = set()         # the block functions the program holds (chain.block_name)
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
     where: dict = {}            # launch -> (local size, position, its args)
     for la, (_, members) in launches.items():
@@ -371,7 +373,7 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
             src = m
         else:
             if len(members) == 1:
-                src, key, a = m, (m.name, getattr(m, "guard", None)), m.args
+                src, key, a = m, (chain.block_name(m), getattr(m, "guard", None)), m.args
             else:
                 key = f"c{sum(map(len, entries.values()))}_x{len(members)}"
                 src, a = chain.chain(key, members, as_body=most > 1, loops=most > 1), ()
@@ -381,9 +383,9 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
                         blocks.add("team_sync")
                         out.append(Source("team_sync", chain.TEAM_SYNC, (1,), (1,)))
                     for b in members:           # each body's block function once
-                        if b.name not in blocks:
-                            blocks.add(b.name)
-                            out.append(Source(f"{b.name}_block", chain.block_function(b),
+                        if chain.block_name(b) not in blocks:
+                            blocks.add(chain.block_name(b))
+                            out.append(Source(chain.block_name(b), chain.block_function(b),
                                               (1,), (1,)))
                     out.append(src)
                 elif most > 1:
@@ -420,9 +422,9 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
             j = chunk[0]
             if most > 1:
                 for e in part:                  # each entry's block function once
-                    if e.name not in blocks:
-                        blocks.add(e.name)
-                        out.append(Source(f"{e.name}_block", chain.block_function(e),
+                    if chain.block_name(e) not in blocks:
+                        blocks.add(chain.block_name(e))
+                        out.append(Source(chain.block_name(e), chain.block_function(e),
                                           (1,), (1,)))
                 team = (workers, sync) if workers and sync >= 0 and local == (1, 1, 1) \
                     else None
@@ -713,6 +715,7 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
                    (nodes, iter(sites), checked),
                    prefetch=prefetch_option(options.get("prefetch")),
                    light="chain_work" not in options, team=0 if ran else workers, spread=ran)
+    kernels_.bodies = unify.unify(kernels_.bodies, by_launch)
     sync = -1
     if ran or any(la.team and len(m) > 1 for la, (_, m) in by_launch.items()):
         sync = kernels_.reserve(chain.SYNC_WORDS + 15)

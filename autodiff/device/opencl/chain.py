@@ -280,7 +280,7 @@ def team(name: str, bodies: list[Source], workers: int, sync: int, d=OPENCL) -> 
                f"q_ / {n[0] * n[1]}" if n[2] > 1 else "0"]
         args = ", ".join(["buf"] + [str(a) for a in b.args] + ids)
         L.append(f"  for (e_ = {end}; t_ < e_; t_ = atomic_inc(s_ + {TICKET})) "
-                 f"{{ const int q_ = t_ - {start}; {_guarded(b)}{b.name}_block({args}); }}")
+                 f"{{ const int q_ = t_ - {start}; {_guarded(b)}{block_name(b)}({args}); }}")
     L.append(f"  team_sync(s_, {workers});")
     L.append(f"  if (g0 == 0) atomic_xchg(s_ + {TICKET}, 0);")
     L.append("}")
@@ -309,7 +309,8 @@ def loop_function(body: Source, d=OPENCL) -> str:
 
 
 def block_function(body: Source, d=OPENCL) -> str:
-    """``void name_block(buf, int params..., b0, b1, b2)``: ``body`` over the work-items of
+    """``void name_block<local size>(buf, int params..., b0, b1, b2)`` (:func:`block_name`):
+    ``body`` over the work-items of
     work-group ``(b0, b1, b2)`` of its NDRange (its local size as literals, global offset
     0), never inlined; :func:`dispatch` kernels call it from one work-item per group.
 
@@ -329,8 +330,16 @@ def block_function(body: Source, d=OPENCL) -> str:
              if size[i] > 1]
     ids = [f"b{i}*{size[i]} + l{i}" if size[i] > 1 else f"b{i}" for i in range(3)]
     call = f"{body_name(body.name)}({', '.join(['buf'] + names + ids)});"
-    return (f"__attribute__((noinline)) static void {body.name}_block({', '.join(params)}) "
+    return (f"__attribute__((noinline)) static void {block_name(body)}({', '.join(params)}) "
             f"{{\n  {' '.join(loops + [call])}\n}}")
+
+
+def block_name(body: Source) -> str:
+    """The name of ``body`` 's :func:`block_function` for its local size: one body may be
+    launched with several (:mod:`.unify` merges bodies of other local sizes), each its own
+    block function around the one body."""
+    size = tuple(body.local_size) + (1,) * (3 - len(body.local_size))
+    return f"{body.name}_block" + ("" if size == (1, 1, 1) else "x".join(map(str, size)))
 
 
 #: most bodies one :func:`dispatch` kernel holds on a CPU device (1 on a GPU: every body
@@ -390,7 +399,7 @@ def dispatch(name: str, entries: list[Source], d=OPENCL,
     for k, e in enumerate(entries):
         args = ", ".join(["buf"] + [f"p{i}_" for i in range(len(e.params))]
                          + ["b0", "b1", "b2"])
-        L.append(f"  case {k}: {_guarded(e)}{e.name}_block({args}); break;")
+        L.append(f"  case {k}: {_guarded(e)}{block_name(e)}({args}); break;")
     L += ["  }", "  if (ctr >= 0) ((__global int*)buf)[ctr] += 1;",
           "  if (wrd >= 0) ((__global uint*)buf)[wrd] += (uint)wstep;", "  }", "}"]
     first = " | ".join(d.index("local", i) for i in range(3))
@@ -449,7 +458,7 @@ def team_branch(entries: list[Source], workers: int, sync: int, d=OPENCL) -> lis
     for k, e in enumerate(entries):
         args = ", ".join(["buf"] + [f"E_[{ROW_HEAD + i}]" for i in range(len(e.params))]
                          + ["c0_", "c1_", "c2_"])
-        L.append(f"        case {k}: {_guarded(e)}{e.name}_block({args}); break;")
+        L.append(f"        case {k}: {_guarded(e)}{block_name(e)}({args}); break;")
     L += ["        }", "      }", "    }",
           f"    team_sync(s_, {workers});",
           f"    if (b0 == 0) atomic_xchg(s_ + {TICKET}, 0);"]
