@@ -26,6 +26,8 @@ import re
 TOKEN = re.compile(r"\d+\.\d*(?:[eE][-+]?\d+)?f?|\d+[eE][-+]?\d+f?|0[xX][0-9a-fA-F]+\w*"
                    r"|\d+\w*|[A-Za-z_]\w*|\s+|.")
 
+_DIGITS = re.compile(r"\d+")
+
 #: most int parameters a unified body may have (each is a kernel argument of its dispatch
 #: kernel and a word of each team-run table row)
 MAX_PARAMS = 64
@@ -37,15 +39,24 @@ def unify(bodies: list, launches: dict) -> list:
     into its first member; every Source in ``launches`` (``{launch: (small, [sources])}``)
     naming a merged body is rewritten in place to name the first, with the literals' values
     appended to its ``args``. Returns the bodies that remain, in order."""
-    groups: dict = {}
+    # candidates first, by the text with each run of digits blanked (one regex pass;
+    # coarser than the token skeleton below, which then splits what differs elsewhere).
+    # The local size does not matter: each launch's block function has its own, around
+    # the one body (chain.block_name)
+    near: dict = {}
     for b in bodies:
-        if b.whole:
+        if not b.whole:
+            text = b.src.replace(b.name, "@")
+            near.setdefault((_DIGITS.sub("#", text), len(b.global_size)), []) \
+                .append((b, text))
+    groups: dict = {}
+    for key, found in near.items():
+        if len(found) < 2:
             continue
-        toks = TOKEN.findall(b.src.replace(b.name, "@"))
-        skeleton = tuple("#" if t.isdigit() else t for t in toks)
-        # (the local size does not matter: each launch's block function has its own,
-        # around the one body, chain.block_name)
-        groups.setdefault((skeleton, len(b.global_size)), []).append((b, toks))
+        for b, text in found:
+            toks = TOKEN.findall(text)
+            skeleton = tuple("#" if t.isdigit() else t for t in toks)
+            groups.setdefault((skeleton, key[1]), []).append((b, toks))
     into: dict = {}                     # merged body's name -> (new Source, its values)
     for members in groups.values():
         if len(members) < 2:
