@@ -45,6 +45,20 @@ def test_literals_outside_loops_become_arguments():
                if s.name == "k1_elw")
 
 
+def test_a_launch_keeps_its_guard_and_touches():
+    """What the device's compile sets on a launch's source (a branch decided on the device
+    guards it; the buffers it reads and writes order team chains) stays on it."""
+    a = _body("k1_g", "  if (g0 >= 40) return;\n  buf[p0_ + g0] = 1.0f;")
+    b = _body("k2_g", "  if (g0 >= 72) return;\n  buf[p0_ + g0] = 1.0f;")
+    b.guard, b.touch, b.after = "buf[3] > 0", ("reads", "writes"), True
+    launches = _launches(a, b)
+    assert [x.name for x in unify.unify([a, b], launches)] == ["k1_g"]
+    got = launches[1][1][0]
+    assert (got.name, got.args) == ("k1_g", (100, 72))
+    assert (got.guard, got.touch, got.after) == ("buf[3] > 0", ("reads", "writes"), True)
+    assert not hasattr(launches[0][1][0], "guard")
+
+
 @pytest.mark.parametrize("code", [
     "  for (int j = 0; j < {n}; j++) buf[p0_ + j] = 0.0f;",           # a loop bound
     "  for (int j = 0; j < 8; j++) {{ buf[p0_ + j * {n}] = 0.0f; }}",  # a stride in a loop
@@ -128,3 +142,47 @@ def test_checked_gathers_of_two_tables_share_a_body(monkeypatch):
     with pytest.raises(IndexError, match="out of range") as err:
         ad.execute(device="opencl")
     assert f"test_opencl_unify.py:{line})" in str(err.value)
+
+
+@pytest.mark.skipif(_OPENCL is not None, reason=str(_OPENCL))
+def test_merged_kernels_in_a_branch_decided_on_the_device_keep_their_guard(monkeypatch):
+    """Two checked lookups inside a branch the device decides (taken in two of four
+    iterations) share a body; each launch still runs only when the branch is taken, as on
+    the numpy device (with the guard lost, the skipped iterations' lookups read indices
+    the branch never computed)."""
+    def program():
+        ad.reset()
+        rng = np.random.default_rng(0)
+        t1, t2 = (ad.Tensor(rng.standard_normal((11, 16)).astype(np.float32))
+                  for _ in range(2))
+        i1, i2 = (ad.Tensor(rng.integers(0, 11, 5).astype(np.int64)) for _ in range(2))
+        w1, w2 = (nn.Parameter(ad.Tensor(np.zeros((5, 16), np.float32))) for _ in range(2))
+        outs = []
+
+        def step(i):
+            def taken():
+                with ad.no_grad():
+                    w1.add_(t1[i1])
+                    w2.add_(t2[i2] * 2.0)
+            ad.ir_if((w1.sum() * 0 + i) < 1.5, taken, lambda: None)
+            ad.Receiver(lambda a, b: outs.append((a.copy(), b.copy())), [w1, w2])
+        ad.ir_for(4, step)
+        return outs
+    guarded = []
+    real = unify.unify
+
+    def spy(bodies, launches):
+        out = real(bodies, launches)
+        guarded.extend(s.name for _, srcs in launches.values() for s in srcs
+                       if getattr(s, "guard", None) and "gather" in s.name)
+        return out
+    monkeypatch.setattr(unify, "unify", spy)
+    got = program()
+    ad.execute(device="opencl")
+    assert len(guarded) == 2 and len(set(guarded)) == 1     # one body, two launches
+    want = program()
+    ad.execute(device="numpy")
+    assert len(got) == len(want) == 4
+    for (a, b), (c, d) in zip(got, want):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, d)

@@ -310,9 +310,9 @@ def loop_function(body: Source, d=OPENCL) -> str:
 
 def block_function(body: Source, d=OPENCL) -> str:
     """``void name_block<local size>(buf, int params..., b0, b1, b2)`` (:func:`block_name`):
-    ``body`` over the work-items of
-    work-group ``(b0, b1, b2)`` of its NDRange (its local size as literals, global offset
-    0), never inlined; :func:`dispatch` kernels call it from one work-item per group.
+    ``body`` over the work-items of work-group ``(b0, b1, b2)`` of its NDRange (its local
+    size as literals, global offset 0), never inlined; :func:`dispatch` kernels call it
+    from one work-item per group.
 
     Why not inline: PoCL 3.1 optimises a kernel as one function, and with every entry's
     body inlined into a dispatch kernel's ``switch`` that function grows with the entries;
