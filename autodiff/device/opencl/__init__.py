@@ -31,7 +31,8 @@ from .. import empty
 from ..cstyle import arena, codegen, philox
 from ..cstyle.kernels import Source
 from ..host import ignored, prefetch_option
-from . import callback, chain, control, frontend, prejit, render, rings, runs, split, tiers, unify
+from . import (callback, chain, control, frontend, prejit, render, rings, runs, split, tiers,
+               unify)
 from .dialect import BODY
 from .device import OpenCLUnavailable, context, for_device, select
 from .runtime import (ArenaOutOfMemory, Executable, Feed, KernelBuildError, Launch, Loop,
@@ -57,8 +58,9 @@ def require(opencl_device: str | None = None, **options) -> None:
 #: a float literal of a rendered body (``1.0f``, ``0.05416538938879967f``, ``1e-05f``)
 FLOAT_LITERAL = re.compile(r"(?<![\w.])(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)f(?!\w)")
 
-#: most int parameters a body may have after its literals are lifted (:meth:`_Kernels.lift`)
-MAX_PARAMS = 64
+#: most int parameters a body may have after its literals are lifted (:meth:`_Kernels.lift`;
+#: the same bound as :func:`.unify.unify`'s)
+MAX_PARAMS = unify.MAX_PARAMS
 
 
 class _Kernels:
