@@ -56,7 +56,7 @@ def test_a_launch_keeps_its_guard_and_touches():
     got = launches[1][1][0]
     assert (got.name, got.args) == ("k1_g", (100, 72))
     assert (got.guard, got.touch, got.after) == ("buf[3] > 0", ("reads", "writes"), True)
-    assert not hasattr(launches[0][1][0], "guard")
+    assert launches[0][1][0].guard is None
 
 
 @pytest.mark.parametrize("code", [

@@ -65,7 +65,13 @@ class Source:
     a work-group (local memory, barriers), never a body to wrap or chain
     (:mod:`autodiff.device.opencl.chain`). ``params``: C declarations of the int
     parameters after ``buf`` (arena offsets, see :class:`.codegen.Args`) and ``args`` their
-    values for this launch."""
+    values for this launch.
+
+    Set by a device's compile on a launch's source (fields, so that a copy made with
+    ``dataclasses.replace`` keeps them): ``guard``, the C condition of a branch decided on
+    the device that the kernel runs under; ``touch``, the arena ranges it reads and writes
+    (``(reads, writes)``, for the order of team chains); ``after``, whether it follows
+    another source of the same statement."""
     name: str
     src: str
     global_size: tuple[int, ...]
@@ -74,6 +80,9 @@ class Source:
     whole: bool = False
     params: tuple[str, ...] = ()
     args: tuple[int, ...] = ()
+    guard: str | None = None
+    touch: tuple | None = None
+    after: bool = False
 
 
 def _cdiv(a: int, b: int) -> int:

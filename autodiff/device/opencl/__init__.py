@@ -178,9 +178,11 @@ class _Kernels:
             out.append(dataclasses.replace(src, name=first.name, src=first.src))
         where = {n: i for i, n in enumerate(order)}
         if all(n in where or n in args.sizes for n in args.names):
-            # a size parameter's value is the same for every statement of the structure
-            self.structures[key] = (out, [where[n] if n in where else (args.sizes[n],)
-                                          for n in args.names])
+            # copies: the caller sets each launch's own guard and touched ranges on what
+            # it gets; a size parameter's value is the same for every statement here
+            self.structures[key] = ([dataclasses.replace(x) for x in out],
+                                    [where[n] if n in where else (args.sizes[n],)
+                                     for n in args.names])
         return out
 
 
@@ -334,12 +336,10 @@ def _rendered(s, off, kernels: _Kernels, target, nodes, checked, guard) -> tuple
                           flag=(codegen.FLAG, codegen.FLAG + codegen.FLAG_WORDS)
                           if isinstance(s, (Gather, ScatterAdd)) else None)
     for i, src in enumerate(srcs):
-        src.touch, src.after = touch, i > 0
-        if guard is not None:
-            if src.whole:
-                raise NotImplementedError("opencl: a work-group kernel in a branch "
-                                          "decided on the device")
-            src.guard = guard
+        if guard is not None and src.whole:
+            raise NotImplementedError("opencl: a work-group kernel in a branch "
+                                      "decided on the device")
+        src.touch, src.after, src.guard = touch, i > 0, guard
     return work, counters, srcs
 
 

@@ -18,7 +18,6 @@ kind stays as it is. The arguments are appended to each body's own (``p<n>_`` be
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 
@@ -87,11 +86,9 @@ def unify(bodies: list, launches: dict) -> list:
             hit = into.get(s.name)
             if hit is not None:
                 m, values = hit
-                # a copy keeps what the device's compile set on the launch's source (its
-                # branch guard, the buffers it touches), which dataclasses.replace drops
-                srcs[k] = t = copy.copy(s)
-                t.name, t.src, t.params, t.args = m.name, m.src, m.params, \
-                    tuple(s.args) + values
+                # (the launch's own guard, touched ranges and sizes stay its own)
+                srcs[k] = dataclasses.replace(s, name=m.name, src=m.src, params=m.params,
+                                              args=tuple(s.args) + values)
     out, seen = [], set()
     for b in bodies:
         b = into[b.name][0] if b.name in into else b
