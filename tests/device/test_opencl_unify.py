@@ -65,6 +65,9 @@ def test_a_launch_keeps_its_guard_and_touches():
     "  buf[p0_] = buf[g0 / {n}];",                                     # a divisor
     "  buf[p0_] = buf[g0 % {n}];",
     "  float t_[{n}];\n  t_[0] = 1.0f; buf[p0_] = t_[0];",             # an array length
+    "  float t_[64];\n  t_[{n}] = 1.0f; buf[p0_] = t_[{n}];",          # a bare index
+    "  const float4 v = __builtin_shufflevector((float4)(1.0f), (float4)(2.0f), 0, 1, 2, "
+    "{n} % 8);\n  buf[p0_] = v.s0;",                                    # a builtin's operand
 ])
 def test_literals_where_code_depends_on_them_stay(code):
     a, b = _body("k1_x", code.format(n=16)), _body("k2_x", code.format(n=32))

@@ -101,20 +101,44 @@ def unify(bodies: list, launches: dict) -> list:
 def liftable(toks: list[str], at: list[int]) -> bool:
     """Whether every int literal at token positions ``at`` may become an argument: outside
     any ``for`` loop (header or body), not the right operand of ``/`` or ``%``, not an
-    array length in a declaration, not in a preprocessor line."""
-    inside = _in_loops(toks)
+    array length in a declaration nor a bare index (``c_[3]``: a private array indexed by
+    a variable leaves the registers), not an argument of a ``__builtin_`` call (whose
+    operands may have to be constants, as ``__builtin_shufflevector`` 's), not in a
+    preprocessor line."""
+    inside, calls = _in_loops(toks), _calls(toks)
     for i in at:
-        if inside[i]:
+        if inside[i] or (calls[i] or "").startswith("__builtin_"):
             return False
-        j = i - 1
+        j, k = i - 1, i + 1
         while j >= 0 and toks[j].isspace():
             j -= 1
+        while k < len(toks) and toks[k].isspace():
+            k += 1
         if j >= 0 and toks[j] in ("/", "%"):
+            return False
+        if j >= 0 and k < len(toks) and toks[j] == "[" and toks[k] == "]":
             return False
         line = "".join(toks[:i]).rpartition("\n")[2]
         if line.lstrip().startswith("#") or re.search(r"\b\w+\s+\w+\s*\[\s*$", line):
             return False
     return True
+
+
+def _calls(toks: list[str]) -> list[str | None]:
+    """Per token: the name of the innermost call whose parentheses hold it, or None."""
+    out: list = [None] * len(toks)
+    stack: list = []                    # per open parenthesis: the name called, or None
+    last = None                         # the previous non-space token
+    for i, t in enumerate(toks):
+        if t == "(":
+            name = last if last and (last[0].isalpha() or last[0] == "_") else None
+            stack.append(name)
+        elif t == ")" and stack:
+            stack.pop()
+        out[i] = next((n for n in reversed(stack) if n), None) if stack else None
+        if not t.isspace():
+            last = t
+    return out
 
 
 def _in_loops(toks: list[str]) -> list[bool]:
