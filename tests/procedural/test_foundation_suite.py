@@ -17,6 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.early
 def test_foundation_tests_pass_through_the_procedural_path():
     env = dict(os.environ, AUTODIFF_IR="procedural", AUTODIFF_DEVICE="numpy")
     # the factorisations' tables (over 650 cases of compositions of the same ops) are left
