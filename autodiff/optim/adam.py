@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.tensor import Tensor, zeros
-from .optimizer import Optimizer, adam_moments, check, decay, number, one_minus_pow
+from .optimizer import Optimizer, adam_moments, check, decay, number
 
 
 def check_betas(betas) -> None:
@@ -74,8 +74,8 @@ class Adam(Optimizer):
             if "max_exp_avg_sq" not in st:
                 st["max_exp_avg_sq"] = zeros(*p.shape)
             v = st["max_exp_avg_sq"].copy_(st["max_exp_avg_sq"].maximum(v))
-        step_size = lr / one_minus_pow(beta1, step)
-        denom = v.sqrt() / one_minus_pow(beta2, step).sqrt() + group["eps"]
+        step_size = lr / self.one_minus_pow(beta1, step)
+        denom = v.sqrt() / self.one_minus_pow(beta2, step).sqrt() + group["eps"]
         p.sub_(m / denom * step_size)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor, zeros
 from .adam import check_betas
-from .optimizer import Optimizer, check, number, one_minus_pow
+from .optimizer import Optimizer, check, number
 
 
 class Adamax(Optimizer):
@@ -45,4 +45,4 @@ class Adamax(Optimizer):
             g = g + p * group["weight_decay"]
         m = st["exp_avg"].add_((g - st["exp_avg"]) * (1.0 - beta1))
         u = st["exp_inf"].copy_((st["exp_inf"] * beta2).maximum(g.abs() + group["eps"]))
-        p.sub_(m / u * (group["lr"] / one_minus_pow(beta1, step)))
+        p.sub_(m / u * (group["lr"] / self.one_minus_pow(beta1, step)))

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor, zeros
 from .adam import check_betas
-from .optimizer import Optimizer, adam_moments, check, decay, number, one_minus_pow, pow_
+from .optimizer import Optimizer, adam_moments, check, decay, number, pow_
 
 
 class NAdam(Optimizer):
@@ -49,7 +49,7 @@ class NAdam(Optimizer):
         lr, (beta1, beta2) = group["lr"], group["betas"]
         md = group["momentum_decay"]
         step = self.once(st, "step", lambda t: t.add_(1.0))
-        bc2 = one_minus_pow(beta2, step)
+        bc2 = self.one_minus_pow(beta2, step)
         g = decay(p, g, group)
         mu = (1.0 - 0.5 * pow_(0.96, step * md)) * beta1
         mu_next = (1.0 - 0.5 * pow_(0.96, (step + 1.0) * md)) * beta1

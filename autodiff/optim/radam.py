@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph.tensor import Tensor, where, zeros
 from .adam import check_betas
-from .optimizer import Optimizer, adam_moments, check, decay, number, one_minus_pow, pow_
+from .optimizer import Optimizer, adam_moments, check, decay, number, pow_
 
 
 class RAdam(Optimizer):
@@ -48,8 +48,8 @@ class RAdam(Optimizer):
         step = self.once(st, "step", lambda t: t.add_(1.0))
         g = decay(p, g, group)
         m, v = adam_moments(g, st, beta1, beta2)
-        bc2 = one_minus_pow(beta2, step)
-        m_hat = m / one_minus_pow(beta1, step)
+        bc2 = self.one_minus_pow(beta2, step)
+        m_hat = m / self.one_minus_pow(beta1, step)
         rho_inf = 2.0 / (1.0 - beta2) - 1.0
         rho_t = rho_inf - step * pow_(beta2, step) * 2.0 / bc2
         rect = ((rho_t - 4.0) * (rho_t - 2.0) * rho_inf

@@ -131,3 +131,40 @@ def test_zero_grad_set_to_none_false_keeps_zeros(set_to_none):
     assert (g is None) == (tw.grad is None)
     if g is not None:
         np.testing.assert_array_equal(g.numpy(), tw.grad.numpy())
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "Adamax"])
+def test_bias_corrections_are_traced_once_per_step(name):
+    """Every parameter of a group divides by the same ``1 - beta ** step``: it is traced
+    once per ``step()``, not once per parameter for the graph's CSE to merge (as many
+    ``exp`` nodes for four parameters as for one), and the updates still match torch's.
+    (NAdam's momentum schedule and RAdam's ``rho_t`` are still traced per parameter.)"""
+    from autodiff import nn
+    from autodiff.graph.ir import Op
+    from autodiff.graph.trace import TRACER
+    rng = np.random.default_rng(4)
+    inits = [rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (4,), (2, 3), (5,))]
+
+    def exps(arrays) -> int:
+        ad.reset()
+        ps = [nn.Parameter(ad.Tensor(w)) for w in arrays]
+        sum(((p * p).sum() for p in ps), ad.Tensor(0.0)).backward()
+        getattr(optim, name)(ps, lr=0.01).step()
+        return sum(n.op is Op.EXP for n in TRACER.finish().walk())
+    assert exps(inits) == exps(inits[:1]) > 0
+    ad.reset()
+    ps = [nn.Parameter(ad.Tensor(w)) for w in inits]
+    opt = getattr(optim, name)(ps, lr=0.01)
+    for _ in range(3):
+        opt.zero_grad()
+        sum(((p * p).sum() for p in ps), ad.Tensor(0.0)).backward()
+        opt.step()
+    ad.execute(device="numpy")
+    tps = [torch.tensor(w, requires_grad=True) for w in inits]
+    topt = getattr(torch.optim, name)(tps, lr=0.01)
+    for _ in range(3):
+        topt.zero_grad()
+        sum((p * p).sum() for p in tps).backward()
+        topt.step()
+    for p, t in zip(ps, tps):
+        np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6)
