@@ -314,7 +314,9 @@ class Optimizer:
         """:func:`one_minus_pow` traced once per :meth:`step` for each ``beta`` and shared
         ``step`` tensor (the bias corrections every parameter of a group computes alike):
         later parameters reuse the first result instead of tracing a copy for the graph's
-        CSE to merge (the main job traces 2,561 nodes instead of 4,127)."""
+        CSE to merge (the main job traces 2,561 nodes instead of 4,127). ``beta``: a
+        Python float or a Tensor; ``step``: the float32 0-d step tensor. Returns a float32
+        0-d Tensor; raises nothing of its own."""
         key = ("1 - beta ** step", beta if isinstance(beta, (int, float)) else id(beta),
                id(step))
         done = self._advanced.get(key)

@@ -80,6 +80,19 @@ def _site() -> str:
     return f" (traced at {user_site()})"
 
 
+def check_rhs(b, n: int, left: bool, name: str) -> None:
+    """PyTorch's ``RuntimeError`` s for the right-hand side ``B`` of ``A X = B`` (``left``,
+    ``B`` ``[*, n, k]``) or ``X A = B`` (``B`` ``[*, k, n]``) with ``A`` ``n x n``: rank
+    below 2, or the wrong length along the equation's axis."""
+    if b.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions."
+                           f"{_site()}")
+    if (b.shape[-2] if left else b.shape[-1]) != n:
+        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x"
+                           f"{b.shape[-1]}){_site()}")
+
+
 def check_square(a, name: str, limit: bool = True) -> None:
     """PyTorch's ``RuntimeError`` for a tensor of rank < 2 or non-square matrices, and
     (with ``limit``) ``NotImplementedError`` above :data:`MAX_N`."""
@@ -374,14 +387,7 @@ def _solve_shapes(a, b, left: bool, name: str):
     check_square(a, name)
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
     bm = b.unsqueeze(-1) if vector else b
-    if bm.ndim < 2:
-        raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions."
-                           f"{_site()}")
-    n = a.shape[-1]
-    if (bm.shape[-2] if left else bm.shape[-1]) != n:
-        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
-                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {bm.shape[-2]}x"
-                           f"{bm.shape[-1]}){_site()}")
+    check_rhs(bm, a.shape[-1], left, name)
     check_float(a, name, lu_kernel=True)
     ops.broadcast_shape(name, a.shape[:-2], bm.shape[:-2])
     return a, b, bm, vector

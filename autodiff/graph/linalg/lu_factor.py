@@ -48,8 +48,8 @@ from .. import dtypes, ops
 from ..trace import no_grad
 from ..mixins.linalg import _SCALAR_NAMES
 from .lu import _raise_if_singular as _lu_raise_if_singular
-from .lu import (_delta, _finite, _grad_wanted, _info, _position, _site, check_square,
-                 pick)
+from .lu import (_delta, _finite, _grad_wanted, _info, _position, _site, check_rhs,
+                 check_square, pick)
 from .triangular import Fold, eye_like, kernel_check, limit, operand, substitute
 
 LUFactorResult = collections.namedtuple("LUFactorResult", ["LU", "pivots"])
@@ -312,14 +312,8 @@ def lu_solve(lu_, pivots, b, *, left: bool = True, adjoint: bool = False):
     b = operand(lu_, b)
     pivots = operand(lu_, pivots)
     check_square(lu_, "torch." + name, limit=False)
-    if b.ndim < 2:
-        raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions."
-                           f"{_site()}")
     n = lu_.shape[-1]
-    if (b.shape[-2] if left else b.shape[-1]) != n:
-        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
-                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x"
-                           f"{b.shape[-1]}){_site()}")
+    check_rhs(b, n, left, name)
     if dtypes.name(pivots.dtype) != "int32":
         raise RuntimeError(f"{name}: pivots should be a Tensor of scalar type torch.int32"
                            f"{_site()}")
