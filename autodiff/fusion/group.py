@@ -813,10 +813,42 @@ def _candidates(sched: Schedule, group: list) -> list:
     return sorted(found.values(), key=lambda s: sched.rank[id(s)])
 
 
+def _space(anchor, members: list) -> int:
+    """Points of the iteration space a group takes (:func:`build`'s choice)."""
+    if anchor is None:
+        return member_size(members[-1])
+    if isinstance(anchor, DotProduct):
+        return space_size(anchor.shape)
+    return space_size(tuple(v.extent for v in anchor.kept))
+
+
+def _closure(sched: Schedule, group: list, most: int, size: int) -> list:
+    """The free plain elementwise kernels of ``size`` points reachable from ``group``
+    through :meth:`Schedule.neighbours` of that size (breadth first, at most ``most``): a
+    chain such as an optimizer's update grows one candidate at a time, each a rebuild of
+    the whole group, where trying them all at once is one build."""
+    seen = {id(s) for s in group}
+    out, frontier = [], list(group)
+    while frontier and len(out) < most:
+        nxt = []
+        for s in frontier:
+            for c in sched.neighbours(s):
+                if id(c) not in seen and member_size(c) == size:
+                    seen.add(id(c))
+                    out.append(c)
+                    nxt.append(c)
+        frontier = nxt
+    return out[:most]
+
+
 def grow(sched: Schedule, anchor, members: list, name: str, stands_for: list | None = None):
     """Grow a group from ``anchor`` (or None) and initial ``members``; commit it if it fused.
 
-    Candidates (see :func:`_candidates`) are tried in program order; one joins when the group
+    First every free elementwise kernel of the group's size it reaches (:func:`_closure`)
+    is tried at once: where that group is placeable and buildable it is the start (the main
+    example's AdamW updates: 15 members in one build, not fourteen rebuilds; its fusion
+    0.64 -> 0.31 s, the same groups). Then candidates (see :func:`_candidates`) are tried
+    in program order; one joins when the group
     stays placeable (:meth:`Schedule.legal`) and buildable (:func:`build`). Returns the
     committed :class:`FusedKernel` or None (nothing fused: the statements stay as they are).
 
@@ -842,6 +874,17 @@ def grow(sched: Schedule, anchor, members: list, name: str, stands_for: list | N
         if anchor is None:
             return None
         members = []
+    # not for a space of one point: the scalar arithmetic after reductions to a scalar
+    # (gradient norms) is cheap to grow one by one, and all at once it goes to the first
+    # reduction rather than spread as the one-by-one growth spreads it
+    size = _space(anchor, members)
+    batch = _closure(sched, heads + members, MAX_MEMBERS - len(members), size) \
+        if size > 1 else []
+    if batch:                           # all at once: one build instead of one per member
+        trial = sorted(members + batch, key=lambda s: sched.rank[id(s)])
+        r = attempt(trial)
+        if r is not None:
+            members, best = trial, r
     tries, rejected = 0, set()
     while len(members) < MAX_MEMBERS and tries < MAX_TRIES:
         added = False
