@@ -118,10 +118,18 @@ def liftable(toks: list[str], at: list[int]) -> bool:
             return False
         if j >= 0 and k < len(toks) and toks[j] == "[" and toks[k] == "]":
             return False
-        line = "".join(toks[:i]).rpartition("\n")[2]
+        line = _line_before(toks, i)
         if line.lstrip().startswith("#") or re.search(r"\b\w+\s+\w+\s*\[\s*$", line):
             return False
     return True
+
+
+def _line_before(toks: list[str], i: int) -> str:
+    """The text of token ``i`` 's line before it (back to the last newline)."""
+    j = i
+    while j > 0 and "\n" not in toks[j - 1]:
+        j -= 1
+    return (toks[j - 1].rpartition("\n")[2] if j > 0 else "") + "".join(toks[j:i])
 
 
 def _calls(toks: list[str]) -> list[str | None]:
