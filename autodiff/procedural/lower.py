@@ -558,6 +558,13 @@ class _Lowering:
             body = self.lower_graph(n.arg.body, depth + 1)
             self.snap_vars, self.pos = saved
             out.append(For(n.arg.range, body, f"i{depth}"))
+        elif op is Op.IF and isinstance(c := self.views[n.srcs[0].id].at(
+                [0] * len(n.srcs[0].shape)), Const):
+            # a condition the graph passes decided (``(i + 1) % 100 == 0`` over a range of
+            # 20): the taken block in line, the other one never lowered nor compiled
+            saved = (self.snap_vars, self.pos)
+            out.extend(self.lower_graph(n.arg.then if c.value else n.arg.orelse, depth))
+            self.snap_vars, self.pos = saved
         elif op is Op.IF:
             cond = self.predicate(n.srcs[0], out)
             saved = (self.snap_vars, self.pos)

@@ -535,3 +535,92 @@ def test_the_helpers_part_is_built_here_between_kernels_once_it_says_so():
     programs.get_ready(helper)
     programs.get_ready(helper)
     assert built == ["b.cl"] and programs.get(1) == "b.cl"
+
+
+def _every(n: int, steps: int, dev: str = "opencl", **options):
+    """A trained [6, 5] weight whose loss is received every step and whose weight norm is
+    received every ``n`` th step (``ir_if((i + 1) % n == 0)``, the main example's in-loop
+    validation). Returns (what the Receivers got, in order; the final weight; the stats)."""
+    rng = np.random.default_rng(3)
+    w = ad.Tensor(rng.standard_normal((6, 5)).astype(np.float32), requires_grad=True)
+    xs = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(steps)]
+    opt, feed, got = SGD([w], lr=0.1), iter(xs), []
+
+    def step(i):
+        x = ad.Feeder(lambda: next(feed), [4, 6], name="x")
+        opt.zero_grad()
+        loss = (x @ w).sin().square().mean()
+        loss.backward()
+        opt.step()
+        ad.Receiver(lambda v: got.append(("loss", float(v))), [loss], name="loss")
+        ad.ir_if((i + 1) % n == 0, lambda: ad.Receiver(
+            lambda v, t: got.append(("norm", int(t), float(v))),
+            [(w.exp() * 0.5).sum().sqrt(), i], name="norm"))
+    ad.ir_for(steps, step)
+    report = ad.execute(device=dev, **options)
+    return got, w.numpy(), report.stats.get(dev)
+
+
+def test_kernels_the_first_iteration_does_not_run_are_compiled_later(monkeypatch):
+    """A branch on the step index that the first iteration does not take: its own bodies
+    go to dispatch kernels of their own, left out of the compile before the first
+    iteration (``prejit_later``: how many, whether an idle helper took them); each
+    compiles by its first launch at the latest. What the Receivers get and the weight are
+    the numpy device's."""
+    monkeypatch.setattr(chain, "DISPATCH_MAX", 2)        # several dispatch kernels
+    got, w, st = _every(3, 7, chain_work=0)
+    ref, rw, _ = _every(3, 7, "numpy")
+    assert st["prejit_later"][0] >= 1
+    assert [g[0] for g in got] == [r[0] for r in ref]
+    assert [g[1] for g in got if g[0] == "norm"] == [r[1] for r in ref if r[0] == "norm"] \
+        == [2, 5]
+    np.testing.assert_allclose([g[-1] for g in got], [r[-1] for r in ref], rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(w, rw, rtol=1e-5, atol=1e-6)
+
+
+def test_a_branch_never_taken_over_the_loop_is_not_compiled():
+    """Over 4 steps ``(i + 1) % 100 == 0`` is never true: the graph passes decide it and
+    the branch's kernels are neither compiled nor deferred; the run matches the numpy
+    device."""
+    got, w, st = _every(100, 4)
+    ref, rw, _ = _every(100, 4, "numpy")
+    assert "prejit_later" not in st and [g[0] for g in got] == ["loss"] * 4
+    np.testing.assert_allclose([g[-1] for g in got], [r[-1] for r in ref], rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(w, rw, rtol=1e-5, atol=1e-6)
+
+
+def test_compile_later_lends_an_idle_helper_until_it_is_done(opencl_executables,
+                                                            monkeypatch):
+    """:func:`prejit.compile_later` gives the launches to this process's idle helper,
+    which compiles them and goes back to the idle ones; with no idle helper it starts
+    none and returns False."""
+    import time
+    monkeypatch.setattr(chain, "DISPATCH_MAX", 2)
+    _train(3, chain_work=0)
+    exe = opencl_executables[-1]
+    dev = exe.queue.device
+    if not prejit.enabled(dev):
+        pytest.skip("a helper needs a PoCL CPU device with more than one core")
+    names = {}
+
+    def visit(steps):
+        for s in steps:
+            if type(s) is Launch:
+                names[s] = s.kernel.function_name
+            elif type(s) is Loop:
+                visit(s.body)
+    visit(exe.steps)
+    from autodiff.device.opencl import _first_launches
+    launches = [(0, *x) for x in _first_launches(exe.steps, names, set(names.values()))]
+    paths = exe.stats["source_paths"]
+    assert prejit.compile_later(dev, paths, launches) is False      # none idle
+    prejit.acquire(dev).stop()                                      # one idle now
+    assert len(prejit.idle_pids()) == 1
+    assert prejit.compile_later(dev, paths, launches) is True
+    assert prejit.idle_pids() == [] and len(prejit._BUSY) == 1
+    end = time.perf_counter() + 60
+    while prejit._BUSY and time.perf_counter() < end:
+        time.sleep(0.01)
+    assert not prejit._BUSY and len(prejit.idle_pids()) == 1

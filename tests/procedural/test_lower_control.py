@@ -56,3 +56,37 @@ def test_loop_index_is_an_index_value():
     vals = [v for s in loop.body if isinstance(s, Elementwise) for o in s.outs
             for v in walk_values(o.value) if isinstance(v, IndexValue)]
     assert vals and "i0" in str(vals[0].expr) and t is not None
+
+
+def _validation_every(n: int, steps: int, got: list):
+    """A loop of ``steps`` that receives ``x + i`` each step and, every ``n`` th step
+    (``ir_if((i + 1) % n == 0)``), ``x * 2``."""
+    x = ad.tensor(np.arange(3, dtype=np.float32))
+
+    def step(i):
+        ad.Receiver(lambda v: got.append(("step", v.tolist())), [x + i], name="each")
+        ad.ir_if((i + 1) % n == 0,
+                 lambda: ad.Receiver(lambda v: got.append(("every", v.tolist())), [x * 2.0],
+                                     name="every"))
+    ad.ir_for(steps, step)
+
+
+def test_a_branch_the_graph_passes_decided_is_lowered_in_line():
+    """Over 5 steps ``(i + 1) % 100 == 0`` is never true: the graph passes fold it to a
+    constant, and lowering puts the taken block (here the empty one) in line, so the
+    other is never lowered nor compiled; over 300 steps it stays a branch on the counter
+    (tests/device/test_opencl_cold.py runs both)."""
+    from autodiff.opt import optimize
+    from autodiff.procedural.ir import ReceiverRead
+    _validation_every(100, 5, [])
+    prog = lower(optimize(traced([])))
+    assert not _stmts(prog, If)
+    assert [r.spec.name for r in _stmts(prog, ReceiverRead)] == ["each"]
+    _validation_every(100, 300, [])
+    prog = lower(optimize(traced([])))
+    br, = _stmts(prog, If)
+    assert isinstance(br.cond, IndexValue)
+    _validation_every(1, 3, [])                     # always true: the block in line
+    prog = lower(optimize(traced([])))
+    assert not _stmts(prog, If)
+    assert sorted(r.spec.name for r in _stmts(prog, ReceiverRead)) == ["each", "every"]

@@ -344,7 +344,7 @@ def _rendered(s, off, kernels: _Kernels, target, nodes, checked, guard) -> tuple
 
 
 def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
-              sync: int = -1, workers: int = 0) -> tuple[list, dict, dict]:
+              sync: int = -1, workers: int = 0, later=frozenset()) -> tuple[list, dict, dict]:
     """Give every launch its kernel. The entries -- a lone body (one entry per distinct
     body and guard) or a chain (rendered as a body) -- share :func:`.chain.dispatch`
     kernels of at most ``most`` entries each (``most=1``: every entry its own NDRange
@@ -360,8 +360,11 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
     entries: :func:`.runs.partition`, consecutive launches together), and each dispatch
     kernel is compiled for one local size, ``(1, 1, 1)``. With ``workers`` (and
     ``sync``), each dispatch kernel also has a team mode (:func:`.chain.team_branch`) for
-    :mod:`.runs`."""
+    :mod:`.runs`. Entries only ``later`` launches use (:func:`_later_launches`) share
+    dispatch kernels only among themselves: those kernels are compiled after the first
+    iteration starts."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
+    now: set = set()            # (local size, entry key) of entries a launch needs now
     blocks: set = set()         # the block functions the program holds (chain.block_name)
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
     where: dict = {}            # launch -> (local size, position, its args)
@@ -405,6 +408,8 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
             if key not in group:
                 group[key] = (len(group), src, len(members) > 1)
             where[la] = (at, group[key][0], a)
+            if la not in later:
+                now.add((at, group[key][0]))
         la.name, la.global_size, la.local_size = src.name, src.global_size, src.local_size
         if most > 1 and not m.whole and not (la.team and len(members) > 1):
             la.global_size, la.local_size = chain.groups(src), (1, 1, 1)
@@ -416,7 +421,15 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
             # entries launched one after the other share a kernel where they can: a team
             # run (runs.py) is a run of launches of one kernel
             uses = [k for la, (at, k, _) in where.items() if at == local]
-            chunks = runs.partition(uses, len(items), most)
+            keep = [i for i in range(len(items)) if (local, i) in now]
+            if len(keep) == len(items) or not keep:
+                chunks = runs.partition(uses, len(items), most)
+            else:                       # the later entries' kernels after the others
+                num = {e: j for j, e in enumerate(keep)}
+                chunks = [[keep[j] for j in c] for c in runs.partition(
+                    [num[u] for u in uses if u in num], len(keep), most)]
+                rest = [i for i in range(len(items)) if i not in num]
+                chunks += [rest[j:j + most] for j in range(0, len(rest), most)]
         else:
             chunks = [range(j, min(j + most, len(items))) for j in range(0, len(items), most)]
         for chunk in chunks:
@@ -464,13 +477,16 @@ def _parts(sources: list, kernels: set, n: int, counters: bool) -> tuple[list[st
 
 
 def _build(ctx, dev, paths: list[str], first: list, helper, stats: dict,
-           options: dict) -> prejit.Programs:
+           options: dict, later: list = ()) -> prejit.Programs:
     """Build every part of the program (``paths``: source files) and, on a CPU device with
     ``prejit`` on, compile the work-group functions of the ``first`` launches
     (:func:`.prejit.compile_all`) with ``helper`` (an early helper: it builds the last part
     meanwhile; this process builds that part from PoCL's cache afterwards). Records
     ``build_s``, ``source_path(s)``, ``prejit``, ``prejit_helper_kernels``, ``prejit_s``
-    in ``stats``.
+    in ``stats``. The ``later`` launches (those the first iteration does not run) are
+    then given to an idle helper to compile in the background
+    (:func:`.prejit.compile_later`; ``prejit_later``: how many, whether a helper took
+    them); without one each compiles at its first launch.
 
     Raises:
         KernelBuildError: a part did not build.
@@ -492,6 +508,9 @@ def _build(ctx, dev, paths: list[str], first: list, helper, stats: dict,
     for i in range(len(paths)):
         programs.get(i, helper)
     stats["prejit_s"] = time.perf_counter() - t
+    if later:
+        stats["prejit_later"] = (len(later), options.get("prejit", True) and chain.is_cpu(dev)
+                                 and prejit.compile_later(dev, paths, later))
     return programs
 
 
@@ -519,6 +538,30 @@ def _first_launches(steps, launch_kernel: dict, switch: set) -> list:
             for blk in _blocks(s):
                 visit(blk)
     visit(steps)
+    return out
+
+
+def _later_launches(steps) -> set:
+    """The launches the first iteration does not run: those in the block of a branch the
+    host decides on loop counters (:class:`.control.IfStep` on an ``IndexValue``) that the
+    first iteration of every loop around it does not take -- ``ir_if((i + 1) % 100 == 0,
+    ...)``, the main example's validation every 100th step. Their dispatch kernels are
+    compiled after the first iteration starts (:func:`.prejit.compile_later`)."""
+    from .runtime import _blocks
+    out: set = set()
+
+    def visit(steps, skip: bool):
+        for s in steps:
+            if type(s) is Launch and skip:
+                out.add(s)
+            if type(s) is control.IfStep and isinstance(s.cond, IndexValue):
+                first = control.first_iteration(s.cond)
+                visit(s.then, skip or first is False)
+                visit(s.orelse, skip or first is True)
+                continue
+            for blk in _blocks(s):
+                visit(blk, skip)
+    visit(steps, False)
     return out
 
 
@@ -722,8 +765,10 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     if ran or any(la.team and len(m) > 1 for la, (_, m) in by_launch.items()):
         sync = kernels_.reserve(chain.SYNC_WORDS + 15)
         sync += -sync % 16                  # 64-byte lines
+    later = _later_launches(steps)
     sources, launch_args, launch_kernel = _wrappers(
-        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1, sync, workers if ran else 0)
+        by_launch, chain.DISPATCH_MAX if chain.is_cpu(dev) else 1, sync, workers if ran else 0,
+        later)
     switch = {x.name for x in sources if x.params[:1] == ("const int which",)}
     _mark_blocks(steps, launch_args, {la for la in by_launch if launch_kernel[la] in switch})
     tier = None
@@ -765,7 +810,12 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
     first = sorted([(part_of[n], n, g, loc)
                     for n, g, loc in _first_launches(steps, launch_kernel, switch)],
                    key=lambda x: x[0])
-    programs = _build(ctx, dev, paths, first, helper, stats, options)
+    # kernels only later launches use: compiled in the background once the others are
+    deferred = {launch_kernel[la] for la in later} - \
+        {launch_kernel[la] for la in launches if la not in later}
+    rest = [x for x in first if x[1] in deferred]
+    first = [x for x in first if x[1] not in deferred]
+    programs = _build(ctx, dev, paths, first, helper, stats, options, rest)
     if tier is not None:
         tier.make = lambda name: cl.Kernel(programs.get(part_of[name]), name)  # noqa: E731
     prg = programs.get(0)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...procedural.access import Var, evaluate, substitute
+from ...procedural.access import Var, evaluate, substitute, variables
 from ...procedural.access import Num
 from ...procedural.ir import IndexValue, Load
 from ...procedural.rewrite import expr_vars, map_exprs
@@ -81,6 +81,15 @@ def host_condition(cond: IndexValue, exe) -> bool:
     """A condition on loop counters, evaluated from the host's counters."""
     env = {f"i{d}": k for d, k in enumerate(exe._iters)}
     return bool(evaluate(cond.expr, env))
+
+
+def first_iteration(cond: IndexValue) -> bool | None:
+    """``cond`` in the first iteration of every loop around it (each counter 0), or None
+    when it names no counter it can be evaluated from (it then decides nothing here)."""
+    try:
+        return bool(evaluate(cond.expr, {v: 0 for v in variables(cond.expr)}))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
 
 
 def guard(cond_buffer, offsets: dict) -> str:

@@ -52,6 +52,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
@@ -251,6 +252,26 @@ def compile_all(ctx, device, programs: Programs, launches: list,
     return helper is not None, mine
 
 
+def compile_later(device, paths: list[str], launches: list) -> bool:
+    """Give ``launches`` (as :func:`compile_all` 's: kernels the first iteration does not
+    run) to this process's idle helper, to compile into PoCL's disk cache while the program
+    runs; the helper goes back to the idle ones when it is done (:meth:`Helper.lend`).
+    Starts no helper (a new one's start costs more than a few kernels' compile): without
+    an idle one, or on a device that cannot use one, each kernel compiles at its first
+    launch. Returns whether a helper took them."""
+    if not launches or not enabled(device):
+        return False
+    p = _IDLE.pop((os.getpid(), label(device), _environment()), None)
+    if p is None or p.poll() is not None:
+        if p is not None:
+            _end(p)
+        return False
+    h = Helper(p, tempfile.mkdtemp(prefix="autodiff-prejit-"), label(device))
+    h.send(paths, launches)
+    h.lend()
+    return True
+
+
 class Helper:
     """A helper process (:func:`start`) lent to one program: its claims directory and the
     part it builds. :meth:`stop` ends the loan: a running helper goes back to this
@@ -297,6 +318,19 @@ class Helper:
                 self.proc.poll() is None and time.perf_counter() < end:
             time.sleep(0.002)
 
+    def lend(self) -> None:
+        """End the loan once the helper has compiled every kernel it was sent (its ``done``
+        signal, at most :data:`WAIT_S`), from a daemon thread; until then the helper is
+        busy (:func:`end_idle` ends it with this process)."""
+        self.owner = os.getpid()
+        _BUSY.add(self)
+
+        def wait():
+            self.wait(WAIT_S)
+            self.stop()                 # back to the idle ones, then no longer busy
+            _BUSY.discard(self)
+        threading.Thread(target=wait, daemon=True, name="prejit-later").start()
+
     def stop(self) -> None:
         """End the loan (again: nothing): the claims directory is removed (a helper still
         on the program then finds every kernel claimed and ends it with the build or
@@ -322,6 +356,9 @@ class Helper:
 #: leaves them alone; a helper started with another ``POCL_CACHE_DIR`` is not reused)
 _IDLE: dict[tuple, subprocess.Popen] = {}
 
+#: helpers compiling kernels in the background (:meth:`Helper.lend`)
+_BUSY: set = set()
+
 
 def _environment() -> tuple:
     """The ``POCL_*`` environment variables a helper starts with, as a key."""
@@ -346,10 +383,17 @@ def idle_pids() -> list[int]:
 
 @atexit.register
 def end_idle() -> None:
-    """End this process's idle helpers (at exit; they also end by themselves once this
-    process has ended, or after :data:`IDLE_S` without a program)."""
+    """End this process's idle helpers and those still compiling in the background (at
+    exit; they also end by themselves once this process has ended, or after
+    :data:`IDLE_S` without a program)."""
     for key in [k for k in _IDLE if k[0] == os.getpid()]:
         _end(_IDLE.pop(key))
+    for h in [h for h in _BUSY if h.owner == os.getpid()]:
+        _BUSY.discard(h)
+        p, h.proc = h.proc, None
+        if p is not None:
+            _end(p)
+        shutil.rmtree(h.claims, ignore_errors=True)
 
 
 def acquire(device, claims: str | None = None, key: int = 0) -> Helper | None:
