@@ -31,6 +31,10 @@ Two ways to run it:
 * **Late** (:func:`compile_all` with no helper): at the first kernel not found in the
   cache a helper starts and builds the same program -- a hit in PoCL's disk cache, this
   process's build wrote it.
+* **Later** (:func:`compile_later`): kernels the first iteration does not run (a branch
+  on the step index it does not take) are left out of the above and given, once it is
+  done, to the idle helper, which compiles them into the disk cache while the program
+  runs (the main example's in-loop validation: one dispatch kernel of six).
 
 :func:`compile_all` compiles the kernels from the first one launched towards the last, the
 helper from the *last* towards the first. A kernel is compiled by launching it as a no-op
