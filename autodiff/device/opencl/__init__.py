@@ -364,7 +364,7 @@ def _wrappers(launches: dict, most: int = chain.DISPATCH_MAX,
     dispatch kernels only among themselves: those kernels are compiled after the first
     iteration starts."""
     out, args, kernel, whole, looped = [], {}, {}, set(), {}
-    now: set = set()            # (local size, entry key) of entries a launch needs now
+    now: set = set()            # (local size, position) of entries a launch needs now
     blocks: set = set()         # the block functions the program holds (chain.block_name)
     entries: dict = {}          # local size -> {entry key: (position, entry, is a chain)}
     where: dict = {}            # launch -> (local size, position, its args)
@@ -668,7 +668,9 @@ def compile(graph, report=None, opencl_device: str | None = None,
             the first iteration (``prejit_s``), the seconds the parts spent in
             :mod:`.frontend` (``frontend_s``, where it compiled them), whether a
             :mod:`.prejit` helper process took part (``prejit``) and how many kernels it
-            compiled (``prejit_helper_kernels``), and the Receivers and Feeders through
+            compiled (``prejit_helper_kernels``), the kernels left for after the first
+            iteration starts and whether a helper took them (``prejit_later``: ``(count,
+            bool)``, only where there are some), and the Receivers and Feeders through
             rings (``rings``: each one copy body among the kernels; :mod:`.rings`).
         opencl_device: platform/device substring (else ``AUTODIFF_OPENCL_DEVICE``, else the
             first GPU, else the first device).
