@@ -57,3 +57,28 @@ def test_every_program_carries_the_vector_access_preamble():
                                    (1,), (1,))])
     assert render.VECTOR_ACCESS in src
     assert src.index("#define vload16(i, p)") < src.index("__kernel void e(")
+
+
+@pytest.mark.parametrize("w", [2, 4, 8, 16])
+def test_edge_vectors_store_only_the_lanes_inside(w):
+    """:func:`~autodiff.device.cstyle.kernels.store_lanes` of a vector that crosses the
+    last column: the lanes before it through the shared partial store
+    (:data:`~autodiff.device.cstyle.kernels.EDGE_STORE`, in the program once), none past
+    it; a vector wholly past it stores nothing, one wholly inside is one vector store."""
+    rng = np.random.default_rng(w)
+    src, dst, ncols = K.SLACK + 3, K.SLACK + 64 + 1, w + w // 2
+    host = rng.uniform(-2, 2, dst + 3 * w + K.SLACK).astype(np.float32)
+    stores = []
+    for k in range(3):                  # columns 0, w, 2w: inside, crossing, past
+        stores += [f"  {{ const int c = {k * w};"] + [
+            "    " + x for x in K.store_lanes(f"(vload{w}(0, buf + {src} + c) * 2.0f)", w,
+                                              f"(buf + {dst} + c)", "c", ncols)] + ["  }"]
+    kern = K.Source("e", "\n".join(["__kernel void e(__global float* buf) {"] + stores +
+                                   ["}"]), (1,), (1,))
+    assert f"{K.EDGE_STORE.format(w)}(" in kern.src and "t_.s" not in kern.src
+    text = render.program([kern])
+    assert text.count(f"static void {K.EDGE_STORE.format(w)}(") == 1
+    out, _ = run_sources([kern], host)
+    want = host.copy()
+    want[dst:dst + ncols] = host[src:src + ncols] * np.float32(2)
+    np.testing.assert_array_equal(out, want)

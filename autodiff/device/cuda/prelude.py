@@ -201,6 +201,11 @@ __forceinline__ void _ad_tp16v(const float16* r, float* P, int kn) {
     for (int kk = 0; kk < kn; kk++) P[16 * kk + i] = x[kk];
   }
 }
+/* the first n lanes of a vector stored (cstyle.kernels.EDGE_STORE) */
+#define AD_STN(W) __forceinline__ void _ad_st##W##n(float##W v, float* p, int n) { \
+  const float* a = reinterpret_cast<const float*>(&v); \
+  for (int j = 0; j < n; j++) p[j] = a[j]; }
+AD_STN(2) AD_STN(4) AD_STN(8) AD_STN(16)
 /* a vector divided by a scalar: one division and a product (cstyle codegen, mathlib) */
 #define AD_DIVS(T) __forceinline__ T _ad_divs(T a, float b) { \
   const float r = 1.0f / b; return isinf(r) ? a / b : a * r; }

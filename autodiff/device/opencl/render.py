@@ -4,7 +4,8 @@ The preamble defines what the shared templates (:mod:`autodiff.device.cstyle`) c
 OpenCL C's builtins -- and ``vloadN``/``vstoreN`` anew, as single vector accesses
 (:func:`vector_access`): the inline transcendentals (:mod:`.mathlib`), the horizontal sums
 and maxima of ``float16`` (:data:`HELPERS`), the 16x16 register transposes of the
-matmul operand packs (:data:`TRANSPOSES`, where called), the dtype helpers
+matmul operand packs and the partial stores of edge vectors (:data:`SHARED`, where
+called), the dtype helpers
 (:data:`autodiff.device.cstyle.dtypes.HELPERS`) and Philox-4x32-10 with the kernel writing
 the iteration words (:data:`PHILOX`, the counter layout of
 :mod:`autodiff.device.cstyle.philox`). The CUDA device's counterpart is
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import TRANSPOSE16, TRANSPOSE16_ROWS, Source, micro_kernel, micro_names
+from ..cstyle.kernels import (EDGE_STORE, TRANSPOSE16, TRANSPOSE16_ROWS, Source,
+                               micro_kernel, micro_names)
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
@@ -154,17 +156,30 @@ __kernel void {SET_KERNEL}(__global float* restrict buf, const uint c2, const ui
 """
 
 
-#: name -> definition of each shared transpose (:func:`_transpose16`)
-TRANSPOSES = {TRANSPOSE16: _transpose16(), TRANSPOSE16_ROWS: _transpose16("rows")}
+def _edge_store(width: int) -> str:
+    """:data:`~autodiff.device.cstyle.kernels.EDGE_STORE` of ``float{width}`` in OpenCL C:
+    the lanes through a private array, a loop of ``n`` scalar stores. Never inlined: one
+    copy per dispatch kernel, not sixteen guarded stores per edge of every body."""
+    lanes = ", ".join(f"v.s{'0123456789abcdef'[j]}" for j in range(width))
+    return (f"__attribute__((noinline)) static void {EDGE_STORE.format(width)}("
+            f"const float{width} v, __global float* restrict p, const int n) {{\n"
+            f"  const float a[{width}] = {{{lanes}}};\n"
+            f"  for (int j = 0; j < n; j++) p[j] = a[j];\n}}\n")
+
+
+#: name -> definition of each shared function the kernels may call: the transposes
+#: (:func:`_transpose16`), the partial stores (:func:`_edge_store`)
+SHARED = {TRANSPOSE16: _transpose16(), TRANSPOSE16_ROWS: _transpose16("rows"),
+          **{EDGE_STORE.format(w): _edge_store(w) for w in (2, 4, 8, 16)}}
 
 
 def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]:
     """The functions :func:`program` adds that ``sources`` call (shared tile loops,
-    transposes), as sources of their own: what a kernel calling them compiles besides its
+    transposes, partial stores), as sources of their own: what a kernel calling them compiles besides its
     own code (:mod:`.split` counts them)."""
     text = "\n".join(s.src for s in sources)
     out = [Source(m, micro_kernel(m, d), (1,), (1,)) for m in micro_names(text)]
-    out += [Source(n, t, (1,), (1,)) for n, t in TRANSPOSES.items() if n + "(" in text]
+    out += [Source(n, t, (1,), (1,)) for n, t in SHARED.items() if n + "(" in text]
     return out
 
 
