@@ -122,7 +122,7 @@ def store_lanes(v: str, width: int, ptr: str, col: str, ncols: int | None) -> li
         return [f"vstore{width}({v}, 0, {ptr});"]
     return [f"{{ {vtype(width)} t_ = {v};",
             f"  if ({col}+{width} <= {ncols}) vstore{width}(t_, 0, {ptr});",
-            f"  else {EDGE_STORE.format(width)}(t_, {ptr}, {ncols} - {col});",
+            f"  else {EDGE_STORE.format(width)}(t_, {ptr}, {ncols} - ({col}));",
             "}"]
 
 
