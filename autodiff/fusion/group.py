@@ -848,8 +848,8 @@ def grow(sched: Schedule, anchor, members: list, name: str, stands_for: list | N
     is tried at once: where that group is placeable and buildable it is the start (the main
     example's AdamW updates: 15 members in one build, not fourteen rebuilds; its fusion
     0.64 -> 0.31 s, the same groups). Then candidates (see :func:`_candidates`) are tried
-    in program order; one joins when the group
-    stays placeable (:meth:`Schedule.legal`) and buildable (:func:`build`). Returns the
+    in program order; one joins when the group stays placeable (:meth:`Schedule.legal`)
+    and buildable (:func:`build`). Returns the
     committed :class:`FusedKernel` or None (nothing fused: the statements stay as they are).
 
     ``stands_for``: the statements of the list that ``anchor`` replaces when it is not one

@@ -72,6 +72,10 @@ PROBE_S = 0.03
 #: helper; the first iteration compiles whatever is missing)
 WAIT_S = 300.0
 
+#: seconds between a lent helper's checks for its done signal (:meth:`Helper.lend`): the
+#: program runs meanwhile, and its driver thread shares the interpreter with the check
+LEND_POLL_S = 0.05
+
 #: seconds a helper that finished its program waits for the next one before it ends (a
 #: process keeps one per device between ``execute()`` calls: :func:`acquire`)
 IDLE_S = 120.0
@@ -315,12 +319,12 @@ class Helper:
         return self.proc is not None and \
             os.path.exists(os.path.join(self.claims, f"built-{self.mine}"))
 
-    def _wait_for(self, name: str, seconds: float) -> None:
+    def _wait_for(self, name: str, seconds: float, poll: float = 0.002) -> None:
         flag = os.path.join(self.claims, name)
         end = time.perf_counter() + seconds
         while not os.path.exists(flag) and self.proc is not None and \
                 self.proc.poll() is None and time.perf_counter() < end:
-            time.sleep(0.002)
+            time.sleep(poll)
 
     def lend(self) -> None:
         """End the loan once the helper has compiled every kernel it was sent (its ``done``
@@ -329,8 +333,8 @@ class Helper:
         self.owner = os.getpid()
         _BUSY.add(self)
 
-        def wait():
-            self.wait(WAIT_S)
+        def wait():                     # while the program runs: a slow poll
+            self._wait_for("done", WAIT_S, LEND_POLL_S)
             self.stop()                 # back to the idle ones, then no longer busy
             _BUSY.discard(self)
         threading.Thread(target=wait, daemon=True, name="prejit-later").start()

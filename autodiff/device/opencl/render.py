@@ -175,8 +175,8 @@ SHARED = {TRANSPOSE16: _transpose16(), TRANSPOSE16_ROWS: _transpose16("rows"),
 
 def shared_functions(sources: list[Source], d: Dialect = OPENCL) -> list[Source]:
     """The functions :func:`program` adds that ``sources`` call (shared tile loops,
-    transposes, partial stores), as sources of their own: what a kernel calling them compiles besides its
-    own code (:mod:`.split` counts them)."""
+    transposes, partial stores), as sources of their own: what a kernel calling them
+    compiles besides its own code (:mod:`.split` counts them)."""
     text = "\n".join(s.src for s in sources)
     out = [Source(m, micro_kernel(m, d), (1,), (1,)) for m in micro_names(text)]
     out += [Source(n, t, (1,), (1,)) for n, t in SHARED.items() if n + "(" in text]
