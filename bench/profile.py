@@ -10,7 +10,8 @@ jobs share the cores: on a loaded machine it is the figure to compare. Run it wi
 ``POCL_MAX_PTHREAD_COUNT=1`` for one-thread kernel work.
 
 Output: one line per kernel (kind, launches per step, CPU us per launch, share of the
-step, GFLOP/s for matmuls) after a summary per kernel kind.
+step, GFLOP/s for matmuls) after a summary per kernel kind; with ``--launches N`` the N
+slowest launches, each with its global size.
 """
 from __future__ import annotations
 
@@ -84,8 +85,7 @@ def kind(name: str) -> str:
     return m.group(1) if m else "chain"
 
 
-def report(exe, timed, top: int) -> str:
-    flops = exe.stats.get("kernel_flops", {})
+def report(exe, timed, top: int, launches: int = 0) -> str:
     total = sum(t for _, t in timed)
     by_kind, count = collections.Counter(), collections.Counter()
     for la, t in timed:
@@ -97,14 +97,20 @@ def report(exe, timed, top: int) -> str:
     for k, t in by_kind.most_common():
         lines.append(f"  {k:16s} {count[k]:4d} launches {t * 1e3:8.2f} ms {100 * t / total:5.1f}%")
     lines += ["", "by kernel (launches sharing a body summed):"]
-    per = collections.defaultdict(lambda: [0, 0.0])
-    for la, t in timed:
+    per = collections.defaultdict(lambda: [0, 0.0, 0])
+    for la, t in timed:         # launches of one body may differ in size: flops per launch
         per[la.name][0] += 1
         per[la.name][1] += t
-    for name, (n, t) in sorted(per.items(), key=lambda kv: -kv[1][1])[:top]:
-        f = flops.get(name, 0)
-        g = f" {f * n / t / 1e9:6.1f} GFLOP/s" if f else ""
+        per[la.name][2] += la.flops
+    for name, (n, t, f) in sorted(per.items(), key=lambda kv: -kv[1][1])[:top]:
+        g = f" {f / t / 1e9:6.1f} GFLOP/s" if f else ""
         lines.append(f"  {name:24s} x{n:<3d} {t / n * 1e6:9.1f} us {100 * t / total:5.1f}%{g}")
+    if launches:
+        lines += ["", "slowest launches (global size):"]
+        for la, t in sorted(timed, key=lambda x: -x[1])[:launches]:
+            g = f" {la.flops / t / 1e9:6.1f} GFLOP/s" if la.flops else ""
+            lines.append(f"  {la.name:24s} {str(tuple(la.global_size)):18s} "
+                         f"{t * 1e6:9.1f} us{g}")
     return "\n".join(lines)
 
 
@@ -115,6 +121,7 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=20, help="launches timed per kernel")
     p.add_argument("--top", type=int, default=30, help="kernels listed")
     p.add_argument("--kind", help="list only kernels whose kind contains this")
+    p.add_argument("--launches", type=int, default=0, help="slowest launches listed")
     args = p.parse_args(argv)
     exe = capture(args.workload, args.steps)
     timed = replay(exe, args.repeat)
@@ -123,7 +130,7 @@ def main(argv=None) -> None:
         timed = [(la, t) for la, t in timed if args.kind in kind(la.name)]
         print(f"(kinds containing {args.kind!r}: {sum(t for _, t in timed) * 1e3:.2f} of "
               f"{total * 1e3:.2f} ms)")
-    print(report(exe, timed, args.top))
+    print(report(exe, timed, args.top, args.launches))
 
 
 if __name__ == "__main__":

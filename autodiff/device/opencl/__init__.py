@@ -678,7 +678,8 @@ def compile(graph, report=None, opencl_device: str | None = None,
             may start here).
         options: ``profile=True`` records each kernel's device time
             (``report.stats["opencl"]["kernel_us"]``: name -> (launches, mean us)) and
-            matmul flops per launch (``["kernel_flops"]``: name -> flops);
+            matmul flops (``["kernel_flops"]``: name -> flops of all its launches;
+            each launch's in ``Launch.flops``);
             ``fuse=False`` skips fusion; ``chain_work`` (flops or points) is the largest
             kernel run inside a launch chain (:mod:`.chain`; default
             :data:`.chain.CHAIN_WORK` on a CPU device, 0 on a GPU: no chains);
@@ -830,8 +831,10 @@ def _compile(graph, report, ctx, dev, helper, t_all, options) -> Executable:
         set_int_args(la.kernel, 1, launch_args[la])
     props = cl.command_queue_properties.PROFILING_ENABLE if options.get("profile") else 0
     if options.get("profile"):
-        stats["kernel_flops"] = {la.name: sum(m.flops for m in by_launch[la][1])
-                                 for la in launches}
+        flops = stats["kernel_flops"] = {}
+        for la in launches:     # a body shared by launches of different sizes: each counts
+            la.flops = sum(m.flops for m in by_launch[la][1])
+            flops[la.name] = flops.get(la.name, 0) + la.flops
     queue = cl.CommandQueue(ctx, dev, properties=props)
     params = [(b.var, off[b.name] * 4) for b in prog.buffers if b.kind is BufferKind.PARAM]
     outputs = {nid: (off[b.name] * 4, tuple(b.shape), storage(b.dtype))

@@ -405,6 +405,7 @@ class Launch:
     wrd: int = -1             # the arena word of the Philox iteration word it advances per
     #                           repeat (the next argument; its step the one after), -1: none
     team: int = 0             # a team chain's work-groups (chain.team), 0: not one
+    flops: int = 0            # its matmuls' flops (recorded with ``profile=True``)
 
 
 @dataclass(eq=False)
