@@ -196,12 +196,14 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     return y * weight if weight is not None else y
 
 
-class _BatchNorm(Module):
-    """Base of ``BatchNorm1d/2d/3d``: see :class:`BatchNorm2d`."""
-    ranks = (2, 3)
+class _NormBase(Module):
+    """What BatchNorm and InstanceNorm share (PyTorch's ``_NormBase``): ``weight`` and
+    ``bias`` of shape ``[num_features]`` (float32) with ``affine``; with
+    ``track_running_stats`` the buffers ``running_mean``, ``running_var`` ([num_features],
+    float32) and ``num_batches_tracked`` (int64 scalar), else those three None."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = True, track_running_stats: bool = True):
+    def __init__(self, num_features: int, eps: float, momentum: float | None, affine: bool,
+                 track_running_stats: bool):
         super().__init__()
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
         self.affine, self.track_running_stats = affine, track_running_stats
@@ -218,13 +220,35 @@ class _BatchNorm(Module):
             self.register_buffer("num_batches_tracked", None)
 
     def reset_running_stats(self) -> None:
-        """Zero mean, unit variance, no batches tracked (host values, set now)."""
-        _reset_running_stats(self)
+        """Zero mean, unit variance, no batches tracked (with ``track_running_stats``; host
+        values, set now)."""
+        from . import init
+        if self.track_running_stats:
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            init.zeros_(self.num_batches_tracked)
 
     def reset_parameters(self) -> None:
         """:meth:`reset_running_stats`, then ``weight`` ones and ``bias`` zeros (PyTorch's
         ``_NormBase.reset_parameters``)."""
-        _reset_parameters(self)
+        from . import init
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    """Base of ``BatchNorm1d/2d/3d``: see :class:`BatchNorm2d`."""
+    ranks = (2, 3)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim not in self.ranks:
@@ -246,27 +270,6 @@ class _BatchNorm(Module):
         return batch_norm(input, self.running_mean if stats else None,
                           self.running_var if stats else None, self.weight, self.bias,
                           use_batch, momentum, self.eps)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
-
-
-def _reset_running_stats(m) -> None:
-    from . import init
-    if m.track_running_stats:
-        init.zeros_(m.running_mean)
-        init.ones_(m.running_var)
-        init.zeros_(m.num_batches_tracked)
-
-
-def _reset_parameters(m) -> None:
-    from . import init
-    _reset_running_stats(m)
-    if m.affine:
-        init.ones_(m.weight)
-        if m.bias is not None:
-            init.zeros_(m.bias)
 
 
 class BatchNorm1d(_BatchNorm):
@@ -325,32 +328,12 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_NormBase):
     nsp = 2
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = False, track_running_stats: bool = False):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        self.weight = Parameter(np.ones(num_features)) if affine else None
-        self.bias = Parameter(np.zeros(num_features)) if affine else None
-        if track_running_stats:
-            self.register_buffer("running_mean", Tensor(np.zeros(num_features, np.float32)))
-            self.register_buffer("running_var", Tensor(np.ones(num_features, np.float32)))
-            self.register_buffer("num_batches_tracked", Tensor(np.zeros((), np.int64)))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
-
-    def reset_running_stats(self) -> None:
-        """Zero mean, unit variance, no batches tracked (with ``track_running_stats``)."""
-        _reset_running_stats(self)
-
-    def reset_parameters(self) -> None:
-        """:meth:`reset_running_stats`, then ``weight`` ones and ``bias`` zeros."""
-        _reset_parameters(self)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in (self.nsp + 1, self.nsp + 2):
@@ -363,10 +346,6 @@ class _InstanceNorm(Module):
         y = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                           use_input, self.momentum, self.eps)
         return y.squeeze(0) if unbatched else y
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
 
 
 class InstanceNorm1d(_InstanceNorm):
