@@ -237,14 +237,14 @@ class Values:
             return self.hoisted[id(v)]
         if isinstance(v, Local):
             name = self.locals[id(v.buffer)]
-            return name if lane is None else f"{name}.s{'0123456789abcdef'[lane]}"
+            return name if lane is None else K.lane(name, lane)
         if isinstance(v, Load):
             return R.load(R.access(self.index(v.buffer, v.index, extra)), v.buffer.dtype)
         if isinstance(v, Const):
             return R.const(v.value, 1, v.dtype)
         if isinstance(v, Acc):     # a lane of the accumulator vector when building lanes
             return D.round_to(self.acc if lane is None else
-                              f"{self.acc}.s{'0123456789abcdef'[lane]}", v.dtype)
+                              K.lane(self.acc, lane), v.dtype)
         if isinstance(v, Rand):
             return philox.call(v.key, R.access(self.sub(v.index, extra)))
         if isinstance(v, IndexValue):            # loop-counter arithmetic: an int (0/1 bool)
@@ -422,7 +422,7 @@ def _stores(vals: Values, outs, w: int = 1, vec: Var | None = None,
             for j in range(w):
                 lane = R.access(vals.index(o.buffer, o.index, {vec: vec + j}))
                 guard = f"if ({vec.name}+{j} < {ncols}) " if ncols else ""
-                stores.append(guard + D.store(lane, f"o{n}.s{'0123456789abcdef'[j]}", dt))
+                stores.append(guard + D.store(lane, K.lane(f"o{n}", j), dt))
     return lines + stores
 
 

@@ -105,6 +105,16 @@ def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...], b: str) -> s
     return "+".join(terms) or "0"
 
 
+#: OpenCL C's (and the CUDA prelude's) vector component names: lane ``j`` of a vector
+#: ``v`` is ``v.s<LANES[j]>``
+LANES = "0123456789abcdef"
+
+
+def lane(v: str, j: int) -> str:
+    """Lane ``j`` (0-15) of the vector expression ``v``: ``v.s0`` ... ``v.sf``."""
+    return f"{v}.s{LANES[j]}"
+
+
 #: the shared partial store every dialect's preamble defines for the widths 2, 4, 8, 16:
 #: ``_ad_st<width>n(v, p, n)`` stores the first ``n`` lanes of ``v`` at ``p`` (none when
 #: ``n <= 0``)
@@ -514,12 +524,11 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
     elif sk == 1:                         # contiguous along K, panels not 16 wide (A's)
         # lane by lane stores (B's 16-wide panels take the shared transposes above: these
         # stores were store-bound there)
-        lanes = "0123456789abcdef"
         L += [f"  for (int i = 0; i < {rows}; i++) {{",
               f"    const float16 r = vload16(0, buf + {at_row(f'min(t*{rows}+i, {R - 1})')});"]
         whole = K % 16 == 0               # every chunk is 16 long: no guards
         L += [f"    {'' if kk == 0 or whole else f'if ({kk} < kn) '}P[{kk * rows} + i] = "
-              f"r.s{lanes[kk]};" for kk in range(16)]
+              f"{lane('r', kk)};" for kk in range(16)]
         L.append("  }")
     else:                                 # element by element
         L += ["  for (int kk = 0; kk < kn; kk++)", f"    for (int i = 0; i < {rows}; i++)",

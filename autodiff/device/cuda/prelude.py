@@ -27,12 +27,12 @@ the numpy reference.
 from __future__ import annotations
 
 from ..cstyle import dtypes as _dtypes, philox as _philox
+from ..cstyle.kernels import LANES
 
 #: vector widths the templates use (float16 rows of matmul tiles and reductions, float4
 #: and float2 stores of the dot-form tile); a template using another width needs it added
 #: here
 WIDTHS = (2, 4, 8, 16)
-LANES = "0123456789abcdef"
 
 #: OpenCL math builtins generic over float/floatN -> the CUDA float function (one operand
 #: or more); every one is defined for scalars and every width

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import (EDGE_STORE, TRANSPOSE16, TRANSPOSE16_ROWS, Source,
+from ..cstyle.kernels import (EDGE_STORE, TRANSPOSE16, TRANSPOSE16_ROWS, Source, lane,
                                micro_kernel, micro_names)
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
@@ -160,7 +160,7 @@ def _edge_store(width: int) -> str:
     """:data:`~autodiff.device.cstyle.kernels.EDGE_STORE` of ``float{width}`` in OpenCL C:
     the lanes through a private array, a loop of ``n`` scalar stores. Never inlined: one
     copy per dispatch kernel, not sixteen guarded stores per edge of every body."""
-    lanes = ", ".join(f"v.s{'0123456789abcdef'[j]}" for j in range(width))
+    lanes = ", ".join(lane("v", j) for j in range(width))
     return (f"__attribute__((noinline)) static void {EDGE_STORE.format(width)}("
             f"const float{width} v, __global float* restrict p, const int n) {{\n"
             f"  const float a[{width}] = {{{lanes}}};\n"
