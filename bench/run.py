@@ -386,7 +386,7 @@ def run_all(args, argv: list[str]) -> dict:
             row, p = run_pair(name, system, steps, threads,
                               max(args.timeout, system.timeout_s or 0), args.caches == "warm")
         row["threads"] = threads
-        ceiling = meta["peak"][str(threads)].get("sgemm_gflops")
+        ceiling = meta["peak"][str(threads)].get("fma_gflops")
         if row.get("gflops") and ceiling:
             row["peak_pct"] = 100.0 * row["gflops"] / ceiling
         runs.setdefault((name, threads, system.name), []).append((row, p))

@@ -108,6 +108,20 @@ def test_ceilings_are_measured_or_none():
     assert all(v is None or v > 0 for v in got.values())
 
 
+def test_fma_probe_keeps_its_values_normal():
+    """peak.c's chains must never pass through the subnormals (a microcode assist per FMA:
+    the probe read 68 instead of 162 GFLOP/s with one lane decaying towards zero)."""
+    import subprocess
+    exe = peak._binary()
+    if exe is None:
+        pytest.skip("no C compiler: the FMA ceiling is not measured (reported as -)")
+    out = subprocess.run([str(exe), "1", "0.5"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    gflops, least = float(out[0]), float(out[1])
+    assert gflops > 0
+    assert least >= np.finfo(np.float32).tiny, least
+
+
 def test_report_has_one_section_per_thread_count():
     row = {"system": "jax-fori", "peer": True, "status": "ok", "first_step_s": 1.0,
            "step_ms": 2.0, "total_s": 3.0, "rss_mb": 100, "gflops": 10.0, "peak_pct": 50.0,
