@@ -186,3 +186,15 @@ def test_shape_error_is_value_and_runtime_error_with_site():
         ad.randn(2, 3) + ad.randn(4, 5)
     assert isinstance(info.value, ValueError) and isinstance(info.value, ad.ShapeError)
     assert "test_ops_movement.py" in str(info.value)
+
+
+@pytest.mark.parametrize("dims", [-1, 0, (0,)])
+def test_roll_of_a_0d_tensor_along_a_dim_is_an_index_error_like_torch(dims):
+    """A 0-d tensor has no dim to roll along (torch: IndexError, "tensor has no
+    dimensions"); rolled without dims it is itself, in both."""
+    with pytest.raises(IndexError, match="no dimensions") as info:
+        ad.tensor(2.0).roll(1, dims)
+    assert isinstance(info.value, ad.ShapeError) and "test_ops_movement.py" in str(info.value)
+    with pytest.raises(IndexError, match="no dimensions"):
+        torch.tensor(2.0).roll(1, dims)
+    assert tuple(ad.tensor(2.0).roll(1).shape) == tuple(torch.tensor(2.0).roll(1).shape) == ()

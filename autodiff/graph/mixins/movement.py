@@ -9,7 +9,7 @@ from __future__ import annotations
 import numbers
 import operator
 
-from ...errors import ShapeError
+from ...errors import DimError, ShapeError
 from .. import ops
 from ..trace import TRACER, user_site
 from .creation import shape_args
@@ -334,7 +334,12 @@ class MovementMixin:
 
     def roll(self, shifts, dims=None):
         """Elements shifted by ``shifts`` along ``dims``, wrapping around (two slices joined);
-        ``dims=None`` rolls the flattened tensor."""
+        ``dims=None`` rolls the flattened tensor.
+
+        Raises:
+            DimError: a dim out of range, or any dim of a 0-d tensor (an ``IndexError``, as
+                in PyTorch).
+            RuntimeError: ``shifts`` and ``dims`` of different lengths."""
         if dims is None:
             s = shifts if isinstance(shifts, numbers.Integral) else _only(shifts)
             return self.flatten().roll(s, 0).reshape(self.shape)
@@ -343,6 +348,9 @@ class MovementMixin:
         if len(shifts) != len(dims):
             raise RuntimeError(f"roll: shifts ({len(shifts)}) and dims ({len(dims)}) differ in "
                                "length")
+        if self.ndim == 0:          # PyTorch's IndexError (other ops let a 0-d take -1, 0)
+            raise DimError("roll", [self.shape], user_site(),
+                           f"Dimension specified as {dims[0]} but tensor has no dimensions")
         out = self
         for s, d in zip(shifts, dims):
             d = self._dim(d)
