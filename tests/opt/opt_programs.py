@@ -62,16 +62,19 @@ BREADTH = {
     "clamp_t": lambda x, y: x.clamp(min=y), "logaddexp": lambda x, y: x.logaddexp(y),
     "atan2": lambda x, y: x.atan2(y), "lerp": lambda x, y: x.lerp(y, 0.25),
     "nan_to_num": lambda x, y: x.nan_to_num(), "copysign": lambda x, y: x.copysign(y),
-    "flip": lambda x, y: x.flip(-1), "roll": lambda x, y: x.roll(1, -1),
+    "flip": lambda x, y: x.flip(-1), "roll": lambda x, y: x.roll(1, -1) if x.ndim else x,
     "cumsum": lambda x, y: x.cumsum(-1) if x.ndim else x,
     "cumprod": lambda x, y: x.tanh().cumprod(-1) if x.ndim else x,
     "logcumsumexp": lambda x, y: x.logcumsumexp(-1) if x.ndim else x,
     "cummax": lambda x, y: x.cummax(-1).values if x.ndim else x,
     "sort": lambda x, y: x.sort(-1, descending=True).values if x.ndim else x,
     "strided": lambda x, y: x[..., ::2].repeat_interleave(2, -1) if _last(x, 4) else x,
-    "diag": lambda x, y: x[..., :3, :3].diagonal(0, -2, -1).diag_embed()
-    .repeat(1, 1, 1)[..., :3, :] if x.ndim >= 2 and x.shape[-1] == 4 and x.shape[-2] == 3
-    else x,
+    # the diagonal of the leading [3, 3] block as a matrix, then the last column back:
+    # the value keeps its [..., 3, 4] shape (it came out [..., 3, 3], or of another rank
+    # from a 2-D one, and a later binary op with it failed to trace)
+    "diag": lambda x, y: ad.concat([x[..., :3, :3].diagonal(0, -2, -1).diag_embed()
+                                    .repeat(*[1] * x.ndim), x[..., 3:]], -1)
+    if x.ndim >= 2 and tuple(x.shape[-2:]) == (3, 4) else x,
     "setitem": lambda x, y: _setitem(x) if x.ndim else x,
     "gather": lambda x, y: x.gather(-1, ad.Tensor(np.broadcast_to(
         np.array([3, 0, 0, 2], np.int32), x.shape).copy())) if _last(x, 4) else x,
