@@ -198,3 +198,35 @@ def test_roll_of_a_0d_tensor_along_a_dim_is_an_index_error_like_torch(dims):
     with pytest.raises(IndexError, match="no dimensions"):
         torch.tensor(2.0).roll(1, dims)
     assert tuple(ad.tensor(2.0).roll(1).shape) == tuple(torch.tensor(2.0).roll(1).shape) == ()
+
+
+ZERO_D = {
+    "narrow": lambda x: x.narrow(0, 0, 1), "chunk": lambda x: x.chunk(2, 0),
+    "split": lambda x: x.split(1, -1), "diff": lambda x: x.diff(),
+    "unflatten": lambda x: x.unflatten(0, (1,)), "movedim": lambda x: x.movedim(0, -1),
+    "movedim_back": lambda x: x.movedim(-1, 0), "movedim_bad": lambda x: x.movedim(1, 0),
+    "unfold": lambda x: x.unfold(0, 1, 1), "unfold_step": lambda x: x.unfold(-1, 1, 3),
+    "unfold_long": lambda x: x.unfold(0, 2, 1), "unfold_bad_dim": lambda x: x.unfold(1, 1, 1),
+    "tensor_split": lambda x: x.tensor_split(2, 0), "unbind": lambda x: x.unbind(0),
+    "select": lambda x: x.select(0, 0), "roll": lambda x: x.roll(1, 0),
+    "roll_flat": lambda x: x.roll(1), "flip": lambda x: x.flip(-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_0d_tensors_along_a_dim_like_torch(name):
+    """Ops along a dim of a 0-d tensor: PyTorch's exception type (ours a subclass, a shape
+    error naming the user's line), or PyTorch's result shape."""
+    def run(x):
+        try:
+            out = ZERO_D[name](x)
+        except Exception as e:      # noqa: BLE001 -- compared below
+            return e
+        return tuple(tuple(o.shape) for o in out) if isinstance(out, tuple) \
+            else tuple(out.shape)
+    ref, got = run(torch.tensor(2.0)), run(ad.tensor(2.0))
+    if isinstance(ref, Exception):
+        assert isinstance(got, type(ref)), (name, ref, got)
+        assert not isinstance(got, ad.ShapeError) or "test_ops_movement.py" in str(got), got
+    else:
+        assert got == ref, (name, ref, got)

@@ -23,6 +23,13 @@ def _ints(args) -> tuple[int, ...]:
     return tuple(int(a) for a in args)
 
 
+def _at_least_1d(x, op: str, why: str) -> None:
+    """Raise PyTorch's error for ``op`` of a 0-d tensor (a :class:`ShapeError`: a
+    ``RuntimeError`` naming the op, the shape and the user's ``file:line``)."""
+    if x.ndim == 0:
+        raise ShapeError(op, [x.shape], user_site(), why)
+
+
 class MovementMixin:
     def _dim(self, d) -> int:
         return norm_dim(d, self.ndim, self.shape)
@@ -79,7 +86,14 @@ class MovementMixin:
         return self.reshape(*s[:a], n, *s[b + 1:])
 
     def unflatten(self, dim: int, sizes):
-        """Dim ``dim`` split into ``sizes`` (one entry may be -1)."""
+        """Dim ``dim`` split into ``sizes`` (one entry may be -1).
+
+        Raises:
+            ShapeError: a 0-d tensor, or ``sizes`` not multiplying to the dim's size (a
+                ``RuntimeError``, as in PyTorch).
+            DimError: ``dim`` out of range."""
+        _at_least_1d(self, "unflatten", f"Dimension specified as {dim} but tensor has no "
+                     "dimensions")
         d = self._dim(dim)
         sizes = [int(x) for x in sizes]
         if -1 in sizes:
@@ -128,6 +142,8 @@ class MovementMixin:
         dst = [self._dim(d) for d in dst]
         if len(set(src)) != len(src) or len(set(dst)) != len(dst):
             raise RuntimeError("movedim: repeated dim")
+        if self.ndim == 0:          # dims -1 and 0 of a 0-d tensor: itself, as in PyTorch
+            return self
         perm = [None] * self.ndim
         for s, d in zip(src, dst):
             perm[d] = s
@@ -238,7 +254,12 @@ class MovementMixin:
 
     def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None):
         """``x[i + 1] - x[i]`` along ``dim``, ``n`` times, after ``prepend``/``append`` are
-        concatenated along it (``torch.diff``)."""
+        concatenated along it (``torch.diff``).
+
+        Raises:
+            ShapeError: a 0-d tensor (a ``RuntimeError``, as in PyTorch).
+            DimError: ``dim`` out of range."""
+        _at_least_1d(self, "diff", "diff expects input to be at least one-dimensional")
         d = self._dim(dim)
         x = self
         if prepend is not None or append is not None:
@@ -307,7 +328,13 @@ class MovementMixin:
         return self.clone()
 
     def narrow(self, dim: int, start: int, length: int):
-        """Elements ``start .. start+length-1`` of dim ``dim`` (``start`` may be negative)."""
+        """Elements ``start .. start+length-1`` of dim ``dim`` (``start`` may be negative).
+
+        Raises:
+            ShapeError: a 0-d tensor (a ``RuntimeError``, as in PyTorch).
+            IndexError: ``dim`` or ``start`` out of range.
+            RuntimeError: ``length`` negative or past the dim's end."""
+        _at_least_1d(self, "narrow", "narrow() cannot be applied to a 0-dim tensor.")
         d = self._dim(dim)
         n = self.shape[d]
         if not -n <= start <= n:
@@ -406,7 +433,13 @@ class MovementMixin:
     # -- splitting and joining --------------------------------------------------------------
     def split(self, split_size_or_sections, dim: int = 0):
         """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or of the listed
-        sizes; a tuple of views."""
+        sizes; a tuple of views.
+
+        Raises:
+            ShapeError: a 0-d tensor (a ``RuntimeError``, as in PyTorch).
+            DimError: ``dim`` out of range.
+            RuntimeError: a split size of 0 for a non-empty dim, sizes not summing to it."""
+        _at_least_1d(self, "split", "split expects at least a 1-dimensional tensor")
         d = self._dim(dim)
         n = self.shape[d]
         if isinstance(split_size_or_sections, numbers.Integral):
@@ -479,7 +512,13 @@ class MovementMixin:
         return tuple(out)
 
     def chunk(self, chunks: int, dim: int = 0):
-        """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``torch.chunk``)."""
+        """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``torch.chunk``).
+
+        Raises:
+            ShapeError: a 0-d tensor (a ``RuntimeError``, as in PyTorch).
+            RuntimeError: ``chunks`` below 1.
+            DimError: ``dim`` out of range."""
+        _at_least_1d(self, "chunk", "chunk expects at least a 1-dimensional tensor")
         if chunks <= 0:
             raise RuntimeError("chunk expects `chunks` to be greater than 0")
         n = self.shape[self._dim(dim)]
