@@ -131,8 +131,13 @@ def expand(x: Node, shape) -> Node:
         raise ShapeError("broadcast_to", [x.shape, shape], user_site(), "target has fewer dims")
     lead = len(shape) - len(x.shape)
     src = tuple(x.shape)
-    shape = tuple(s if s != -1 else (src[i - lead] if i >= lead else 1)
-                  for i, s in enumerate(shape))
+    for i, s in enumerate(shape):       # -1 keeps an existing dim's size, nothing else
+        if s < -1 or (s == -1 and i < lead):
+            where = "a leading, non-existing dimension" if s == -1 else "dimension"
+            raise ShapeError("expand", [x.shape, shape], user_site(),
+                             f"the expanded size of the tensor ({s}) isn't allowed in "
+                             f"{where} {i}")
+    shape = tuple(s if s != -1 else src[i - lead] for i, s in enumerate(shape))
     for i, d in enumerate(src):
         if d != 1 and d != shape[lead + i]:
             raise ShapeError("broadcast_to", [x.shape, shape], user_site())

@@ -230,3 +230,41 @@ def test_0d_tensors_along_a_dim_like_torch(name):
         assert not isinstance(got, ad.ShapeError) or "test_ops_movement.py" in str(got), got
     else:
         assert got == ref, (name, ref, got)
+
+
+EMPTY = {
+    "split": lambda x: x.split(1, -1), "chunk": lambda x: x.chunk(2, -1),
+    "narrow": lambda x: x.narrow(-1, 0, 0), "tensor_split": lambda x: x.tensor_split(2, -1),
+    "expand_new_dim": lambda x: x.expand(2, -1, -1), "expand_kept": lambda x: x.expand(2, -1),
+    "unbind": lambda x: x.unbind(-1), "flip": lambda x: x.flip(-1), "roll": lambda x: x.roll(1, -1),
+}
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0,)])
+@pytest.mark.parametrize("name", sorted(EMPTY))
+def test_empty_dims_like_torch(name, shape):
+    """A dim of size 0: the pieces, shapes and errors PyTorch gives (``split`` of an empty
+    dim is one empty piece; ``expand`` takes -1 only for a dim the tensor has)."""
+    def run(x):
+        try:
+            out = EMPTY[name](x)
+        except Exception as e:      # noqa: BLE001 -- compared below
+            return e
+        return tuple(tuple(o.shape) for o in out) if isinstance(out, tuple) \
+            else tuple(out.shape)
+    ref = run(torch.zeros(shape))
+    got = run(ad.tensor(np.zeros(shape, np.float32)))
+    if isinstance(ref, Exception):
+        assert isinstance(got, type(ref)), (name, ref, got)
+    else:
+        assert got == ref, (name, ref, got)
+
+
+def test_expand_rejects_minus_one_for_a_new_dim_of_a_full_tensor():
+    """-1 in a leading (new) dim was read as 1: [4] -> [2, 1, 4] where PyTorch refuses."""
+    with pytest.raises(RuntimeError, match="leading, non-existing dimension 1") as info:
+        ad.randn(4).expand(2, -1, -1)
+    assert "test_ops_movement.py" in str(info.value)
+    with pytest.raises(RuntimeError, match="non-existing dimension"):
+        torch.randn(4).expand(2, -1, -1)
+    assert tuple(ad.randn(4).expand(2, 3, -1).shape) == (2, 3, 4)

@@ -211,3 +211,38 @@ def test_scan_lowering_uses_existing_ops():
                       "CONCAT", "CONST", "MUL", "ADD", "SUB", "NEG", "WHERE", "CMPGT", "CMPEQ",
                       "CMPLT", "CMPNE", "CMPGE", "CMPLE", "CAST", "MAX", "ABS", "EXP",
                       "LOG1P", "PAD", "AND", "OR"}, ops
+
+
+EMPTY_REDUCTIONS = {
+    "softmax": lambda x: x.softmax(-1), "log_softmax": lambda x: x.log_softmax(-1),
+    "softmax_bad_dim": lambda x: x.softmax(3), "amax_all": lambda x: x.amax(),
+    "max_all": lambda x: x.max(), "amax_dim": lambda x: x.amax(-1),
+    "kthvalue": lambda x: x.kthvalue(1, -1), "sum": lambda x: x.sum(-1),
+}
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0,)])
+@pytest.mark.parametrize("name", sorted(EMPTY_REDUCTIONS))
+def test_reductions_of_empty_tensors_like_torch(name, shape):
+    """No elements: softmax comes back empty; a max over every dim is PyTorch's
+    RuntimeError, over a given empty dim (and kthvalue's) its IndexError."""
+    def run(x):
+        try:
+            out = EMPTY_REDUCTIONS[name](x)
+        except Exception as e:      # noqa: BLE001 -- compared below
+            return e
+        return tuple(tuple(o.shape) for o in out) if isinstance(out, tuple) \
+            else tuple(out.shape)
+    ref = run(torch.zeros(shape))
+    got = run(ad.tensor(np.zeros(shape, np.float32)))
+    if isinstance(ref, Exception):
+        assert isinstance(got, type(ref)), (name, ref, got)
+    else:
+        assert got == ref, (name, ref, got)
+
+
+def test_softmax_of_an_empty_tensor_runs_and_stays_empty():
+    x = ad.tensor(np.zeros((3, 0), np.float32))
+    y = x.softmax(-1)
+    ad.execute(device="numpy")
+    assert y.numpy().shape == (3, 0)

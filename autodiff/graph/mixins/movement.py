@@ -446,7 +446,7 @@ class MovementMixin:
             s = int(split_size_or_sections)
             if s <= 0 and n:
                 raise RuntimeError(f"split_size can only be 0 if dimension size is 0, got {s}")
-            sizes = [min(s, n - i) for i in range(0, n, s)] if s else [0]
+            sizes = [min(s, n - i) for i in range(0, n, s)] if s and n else [0]
         else:
             sizes = [int(x) for x in split_size_or_sections]
             if sum(sizes) != n:

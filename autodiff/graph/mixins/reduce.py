@@ -154,15 +154,17 @@ class ReduceMixin:
 
     # -- extremes ------------------------------------------------------------------------
     def _nonempty(self, dim, name: str):
-        """Raise PyTorch's ``IndexError`` if ``name`` (a max/min-like reduction, which has
-        no identity) reduces a zero-size dim, with the input shape and the user's site."""
+        """Raise PyTorch's error if ``name`` (a max/min-like reduction, which has no
+        identity) reduces a zero-size dim -- an ``IndexError`` for a given ``dim``, a
+        ``RuntimeError`` for every dim (``dim=None``) -- with the input shape and the
+        user's site."""
         dims = norm_dims(dim, self.ndim, self.shape)
         if self.numel() == 0 and any(self.shape[d] == 0 for d in dims):
             shape, site = list(self.shape), user_site()
-            if dim is None:
-                raise IndexError(f"{name}(): Expected reduction dim to be specified for "
-                                 f"input.numel() == 0: a reduction over every dim needs "
-                                 f"non-zero size (input shape {shape}, traced at {site})")
+            if dim is None:                 # PyTorch: a RuntimeError here
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                                   f"input.numel() == 0: a reduction over every dim needs "
+                                   f"non-zero size (input shape {shape}, traced at {site})")
             raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size "
                              f"(input shape {shape}, traced at {site})")
 
@@ -365,14 +367,21 @@ class ReduceMixin:
 
     # -- softmax ---------------------------------------------------------------------------
     def softmax(self, dim: int = -1, dtype=None):
-        """``exp(x) / sum(exp(x))`` along ``dim``, the (detached) maximum subtracted first."""
+        """``exp(x) / sum(exp(x))`` along ``dim``, the (detached) maximum subtracted first;
+        a tensor with no elements comes back empty, as in PyTorch."""
         x = self._as(dtype)
+        if x.numel() == 0:
+            x._dim(dim)                 # a bad dim still raises
+            return x * 1.0
         e = (x - x.amax(dim, keepdim=True).detach()).exp()
         return e / e.sum(dim, keepdim=True)
 
     def log_softmax(self, dim: int = -1, dtype=None):
-        """``x - logsumexp(x)`` along ``dim``."""
+        """``x - logsumexp(x)`` along ``dim`` (a tensor with no elements comes back empty)."""
         x = self._as(dtype)
+        if x.numel() == 0:
+            x._dim(dim)
+            return x * 1.0
         z = x - x.amax(dim, keepdim=True).detach()
         return z - z.exp().sum(dim, keepdim=True).log()
 

@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from ...errors import TracedValueError
+from ...errors import DimError, TracedValueError
 from .. import ops
 from ..dtypes import INT32_MAX
 from ..trace import no_grad, user_site
@@ -242,12 +242,15 @@ class ScanMixin:
 
         Raises:
             RuntimeError: ``k`` is not in ``[1, size of dim]``.
-            IndexError: ``dim`` is out of range.
+            IndexError: ``dim`` is out of range, or of size 0 (a :class:`DimError`).
             NotImplementedError: a bool tensor (as PyTorch).
         """
         _not_bool(self, "kthvalue_cpu")
         d = self._dim(dim)
         n = self.shape[d] if self.ndim else 1
+        if n == 0:
+            raise DimError("kthvalue", [self.shape], user_site(),
+                           f"Expected reduction dim {d} to have non-zero size.")
         if not 1 <= k <= n:
             raise RuntimeError(f"kthvalue(): selected number k out of range for dimension "
                                f"{d} (k={k}, input shape {list(self.shape)}, traced at "
