@@ -426,3 +426,53 @@ def test_order_statistics_of_large_integers_are_exact(device):
     want = [t.median(), t.kthvalue(2).values, t.kthvalue(5).indices, t.long().median(0).values]
     for o, w in zip(outs, want):
         assert o.numpy().tolist() == w.tolist()
+
+
+INT_OPS = {
+    "mean": lambda x: x.mean(), "mean_dim": lambda x: x.mean(-1), "var": lambda x: x.var(),
+    "std": lambda x: x.std(-1), "norm": lambda x: x.norm(), "nanmean": lambda x: x.nanmean(),
+    "softmax": lambda x: x.softmax(-1), "log_softmax": lambda x: x.log_softmax(-1),
+    "mean_float": lambda x: x.mean(dtype=ad.float32 if isinstance(x, ad.Tensor)
+                                   else torch.float32),
+    "nansum": lambda x: x.nansum(), "isinf": lambda x: x.isinf(),
+    "isfinite": lambda x: x.isfinite(), "isposinf": lambda x: x.isposinf(),
+    "isneginf": lambda x: x.isneginf(), "sinh": lambda x: x.sinh(), "cosh": lambda x: x.cosh(),
+    "asin": lambda x: x.asin(), "acos": lambda x: x.acos(), "asinh": lambda x: x.asinh(),
+    "acosh": lambda x: x.acosh(), "atanh": lambda x: x.atanh(),
+    "logsumexp": lambda x: x.logsumexp(-1), "positive": lambda x: x.positive(),
+}
+
+
+@pytest.mark.parametrize("dt", ["bool", "int32", "int64"])
+@pytest.mark.parametrize("name", sorted(INT_OPS))
+def test_integer_and_bool_inputs_like_torch(name, dt):
+    """Integer and bool tensors: PyTorch's result dtype (the hyperbolic and inverse
+    trigonometric functions and logsumexp in float32, nansum in int64, isinf/isfinite all
+    False/True), or its error where it refuses them (mean, var, std, norm, nanmean and
+    softmax without a floating dtype, + of a bool): a fuzz found these computed in float32,
+    or failing inside on a bool ``abs``."""
+    values = [[1, 0, 2], [3, 1, 0]]
+    try:
+        want = str(INT_OPS[name](torch.tensor(_data(dt, values))).dtype).split(".")[-1]
+    except Exception as e:      # noqa: BLE001 -- the type is compared below
+        with pytest.raises(type(e)) as info:
+            INT_OPS[name](ad.tensor(_data(dt, values)))
+        assert "test_dtype_parity.py" in str(info.value), info.value
+        return
+    got = INT_OPS[name](ad.tensor(_data(dt, values)))
+    assert _name(got.dtype) == want, (name, dt, got.dtype, want)
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_integer_inputs_to_float_functions_compute_in_float32(device):
+    x = ad.tensor(np.array([0, 1, 2], np.int64))
+    b = ad.tensor(np.array([True, False, True]))
+    outs = [x.sinh(), x.cosh(), x.asinh(), b.logsumexp(0), x.isinf(), b.isfinite(),
+            x.nansum()]
+    ad.execute(device=device)
+    tx, tb = torch.tensor([0, 1, 2]), torch.tensor([True, False, True])
+    refs = [tx.sinh(), tx.cosh(), tx.asinh(), tb.logsumexp(0), tx.isinf(), tb.isfinite(),
+            tx.nansum()]
+    for o, r in zip(outs, refs):
+        np.testing.assert_allclose(np.asarray(o.numpy(), np.float64), r.double().numpy(),
+                                   rtol=1e-6, atol=1e-6)

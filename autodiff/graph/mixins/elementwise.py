@@ -14,7 +14,8 @@ import ml_dtypes
 
 from .. import dtypes, ops
 from ..ir import Op
-from ..trace import no_grad
+from ...errors import DTypeError
+from ..trace import no_grad, user_site
 from .dtype import binary, check_divisor, promoted
 
 _LN2 = math.log(2.0)
@@ -81,18 +82,25 @@ class ElementwiseMixin:
     arctan = atan
     absolute = abs
 
-    def positive(self): return self
+    def positive(self):
+        """The tensor itself (``+x``); a bool tensor raises, as in PyTorch."""
+        if self.dtype == "bool":
+            raise DTypeError(f"positive: the + operator on a bool tensor is not supported "
+                             f"(traced at {user_site()})")
+        return self
 
     # -- trigonometric and hyperbolic --------------------------------------------------------
     def tan(self): return self.sin() / self.cos()
 
     def asin(self):
         """``atan(x / sqrt((1 - x)(1 + x)))``: ``±pi/2`` at ``±1``, NaN outside ``[-1, 1]``."""
-        return (self / ((1.0 - self) * (1.0 + self)).sqrt()).atan()
+        x = self._floating()
+        return (x / ((1.0 - x) * (1.0 + x)).sqrt()).atan()
 
     def acos(self):
         """``2 atan(sqrt((1 - x) / (1 + x)))`` (exact differences near ``x = 1``)."""
-        return ((1.0 - self) / (1.0 + self)).sqrt().atan() * 2.0
+        x = self._floating()
+        return ((1.0 - x) / (1.0 + x)).sqrt().atan() * 2.0
 
     def atan2(self, other):
         """The angle of the point ``(other, self)`` in ``(-pi, pi]`` (``torch.atan2(y, x)``).
@@ -120,14 +128,15 @@ class ElementwiseMixin:
     def sinh(self):
         """``(expm1(x) - expm1(-x)) / 2`` (no cancellation near 0), ``exp(|x| - ln 2)`` with
         the sign of ``x`` above 88 (where ``expm1`` overflows before ``sinh`` does)."""
-        big = self.abs() > 88.0
-        xs = self.where(mask_not(big), 0.0)
+        x = self._floating()
+        big = x.abs() > 88.0
+        xs = x.where(mask_not(big), 0.0)
         small = (xs.expm1() - (-xs).expm1()) * 0.5
-        return ((self.abs() - _LN2).exp() * self.sign()).where(big, small)
+        return ((x.abs() - _LN2).exp() * x.sign()).where(big, small)
 
     def cosh(self):
         """``e + 1/(4e)`` with ``e = exp(|x| - ln 2)``: finite up to ``cosh``'s own overflow."""
-        e = (self.abs() - _LN2).exp()
+        e = (self._floating().abs() - _LN2).exp()
         return e + 0.25 / e
 
     def asinh(self):
@@ -137,17 +146,19 @@ class ElementwiseMixin:
             s = a.minimum(1e10)
             return (a.maximum(1e10).log() + _LN2).where(
                 big, (s + s * s / (1.0 + (1.0 + s * s).sqrt())).log1p())
-        return self._signed(f)
+        return self._floating()._signed(f)
 
     def acosh(self):
         """``log1p(t + sqrt(2t + t^2))`` with ``t = x - 1``; ``log x + ln 2`` above 1e10."""
-        big = self > 1e10
-        t = self.minimum(1e10) - 1.0
-        return (self.maximum(1e10).log() + _LN2).where(big, (t + (t * 2.0 + t * t).sqrt()).log1p())
+        x = self._floating()
+        big = x > 1e10
+        t = x.minimum(1e10) - 1.0
+        return (x.maximum(1e10).log() + _LN2).where(big, (t + (t * 2.0 + t * t).sqrt()).log1p())
 
     def atanh(self):
         """``log1p(2x / (1 - x)) / 2``."""
-        return (self * 2.0 / (1.0 - self)).log1p() * 0.5
+        x = self._floating()
+        return (x * 2.0 / (1.0 - x)).log1p() * 0.5
 
     arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
@@ -343,13 +354,20 @@ class ElementwiseMixin:
         return self._wrap(ops.where(self._lift(condition), x, y))
 
     # -- NaN and infinity ------------------------------------------------------------------
+    # integer and bool tensors hold no NaN or infinity (their tests are all False or True)
     def isnan(self): return self != self
-    def isinf(self): return self.abs() == math.inf
-    def isposinf(self): return self == math.inf
-    def isneginf(self): return self == -math.inf
+
+    def isinf(self):
+        return self.abs() == math.inf if self.is_floating_point() else self != self
+
+    def isposinf(self):
+        return self == math.inf if self.is_floating_point() else self != self
+
+    def isneginf(self):
+        return self == -math.inf if self.is_floating_point() else self != self
 
     def isfinite(self):
-        return self.abs() < math.inf
+        return self.abs() < math.inf if self.is_floating_point() else self == self
 
     def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
                    neginf: float | None = None):

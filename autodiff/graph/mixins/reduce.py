@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import DTypeError, ShapeError
 from .. import ops
 from ..ir import Op
 from ..trace import no_grad, user_site
@@ -48,6 +48,15 @@ class ReduceMixin:
     def _as(self, dtype):
         return self if dtype is None else self.to(dtype)
 
+    def _float_only(self, name: str, dtype=None):
+        """This tensor cast to ``dtype`` if given; then PyTorch's error for ``name`` of an
+        integer or bool tensor (mean, var, std, norm, softmax... have no integer result)."""
+        x = self._as(dtype)
+        if not x.is_floating_point():
+            raise DTypeError(f"{name}: expected a floating point input, got {x.dtype} (pass "
+                             f"dtype= or cast with .float(); traced at {user_site()})")
+        return x
+
     @axis_alias
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None):
         """Sum over ``dim`` (an int, a tuple, or None/``()`` for all dims); integers and bool
@@ -65,23 +74,33 @@ class ReduceMixin:
 
     @axis_alias
     def mean(self, dim=None, keepdim: bool = False, *, dtype=None):
-        """Mean over ``dim``; NaN for an empty reduction, as in PyTorch."""
-        x = self._as(dtype)
+        """Mean over ``dim``; NaN for an empty reduction, as in PyTorch.
+
+        Raises:
+            DTypeError: an integer or bool tensor without a floating ``dtype`` (a
+                ``RuntimeError``, as PyTorch's)."""
+        x = self._float_only("mean", dtype)
         n = x._count(dim)
         s = x.sum(dim, keepdim)
         return s * (1.0 / n) if n else s * math.nan
 
     @axis_alias
     def nansum(self, dim=None, keepdim: bool = False, *, dtype=None):
-        """:meth:`sum` with NaN counted as 0 (no gradient reaches a NaN)."""
+        """:meth:`sum` with NaN counted as 0 (no gradient reaches a NaN); integers and bool
+        as :meth:`sum` (int64)."""
         x = self._as(dtype)
+        if not x.is_floating_point():
+            return x.sum(dim, keepdim)
         return x.where(x == x, 0.0).sum(dim, keepdim)
 
     @axis_alias
     def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None):
         """Mean of the elements that are not NaN (NaN where all are; the gradient there is
-        0, where PyTorch's is NaN)."""
-        x = self._as(dtype)
+        0, where PyTorch's is NaN).
+
+        Raises:
+            DTypeError: an integer or bool tensor without a floating ``dtype``."""
+        x = self._float_only("nanmean", dtype)
         return x.nansum(dim, keepdim) / (x == x).float().sum(dim, keepdim)
 
     def aminmax(self, *, dim=None, keepdim: bool = False):
@@ -97,6 +116,7 @@ class ReduceMixin:
             raise TypeError("var(): the second positional argument is `unbiased` (a bool), as "
                             "in PyTorch; pass keepdim= by keyword")
         corr = correction if correction is not None else (1 if unbiased else 0)
+        self._float_only("var")               # std and var: floating point only, as PyTorch
         n = self._count(dim)
         d = self - self.mean(dim, keepdim=True)
         ss = (d * d).sum(dim, keepdim)
@@ -292,12 +312,13 @@ class ReduceMixin:
     @axis_alias
     def logsumexp(self, dim=None, keepdim: bool = False):
         """``log(sum(exp(x)))`` along ``dim`` with the (detached) maximum subtracted first;
-        an all ``-inf`` slice gives ``-inf``."""
-        m = self.amax(dim, keepdim=True).detach() if self.numel() else \
-            self._fill_shape([1 if i in norm_dims(dim, self.ndim, self.shape) else s
-                              for i, s in enumerate(self.shape)], 0.0)
+        an all ``-inf`` slice gives ``-inf``; integers and bool as float32."""
+        x = self._floating()
+        m = x.amax(dim, keepdim=True).detach() if x.numel() else \
+            x._fill_shape([1 if i in norm_dims(dim, x.ndim, x.shape) else s
+                           for i, s in enumerate(x.shape)], 0.0)
         m = m.where(m.abs() != math.inf, 0.0)
-        out = (self - m).exp().sum(dim, keepdim=True).log() + m
+        out = (x - m).exp().sum(dim, keepdim=True).log() + m
         return out if keepdim else out.squeeze(norm_dims(dim, self.ndim, self.shape))
 
     @axis_alias
@@ -308,8 +329,10 @@ class ReduceMixin:
 
         Raises:
             NotImplementedError: ``p="nuc"`` (needs a singular value decomposition).
+            DTypeError: an integer or bool tensor without a floating ``dtype`` (a
+                ``RuntimeError``, as PyTorch's).
         """
-        x = self._as(dtype)
+        x = self._float_only("norm", dtype)
         if p == "nuc":
             raise NotImplementedError("norm(p='nuc') needs an SVD, which autodiff lacks")
         if p == "fro" or p == 2:
@@ -368,8 +391,12 @@ class ReduceMixin:
     # -- softmax ---------------------------------------------------------------------------
     def softmax(self, dim: int = -1, dtype=None):
         """``exp(x) / sum(exp(x))`` along ``dim``, the (detached) maximum subtracted first;
-        a tensor with no elements comes back empty, as in PyTorch."""
-        x = self._as(dtype)
+        a tensor with no elements comes back empty, as in PyTorch.
+
+        Raises:
+            DTypeError: an integer or bool tensor without a floating ``dtype`` (PyTorch's
+                ``NotImplementedError``)."""
+        x = self._float_only("softmax", dtype)
         if x.numel() == 0:
             x._dim(dim)                 # a bad dim still raises
             return x * 1.0
@@ -377,8 +404,11 @@ class ReduceMixin:
         return e / e.sum(dim, keepdim=True)
 
     def log_softmax(self, dim: int = -1, dtype=None):
-        """``x - logsumexp(x)`` along ``dim`` (a tensor with no elements comes back empty)."""
-        x = self._as(dtype)
+        """``x - logsumexp(x)`` along ``dim`` (a tensor with no elements comes back empty).
+
+        Raises:
+            DTypeError: an integer or bool tensor without a floating ``dtype``."""
+        x = self._float_only("log_softmax", dtype)
         if x.numel() == 0:
             x._dim(dim)
             return x * 1.0
