@@ -220,3 +220,24 @@ def check_program(program, *args, device: str = "numpy", rtol: float = 1e-6,
     for a, b in zip(got, want):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
     np.testing.assert_allclose(leaf.grad.numpy(), tleaf.grad.numpy(), rtol=rtol, atol=atol)
+
+
+def assert_like_torch(fn, torch_x, ad_x, site: str | None = None) -> None:
+    """``fn`` on a torch tensor and on ours: where torch raises, ours raises an exception
+    of that type (ours may be a subclass; a :class:`autodiff.ShapeError` names ``site``,
+    the test file, where given); else both results (a tensor or a tuple of them) have the
+    same shapes. For edge cases of shapes (0-d, empty dims) that trace no values."""
+    def run(x):
+        try:
+            out = fn(x)
+        except Exception as e:      # noqa: BLE001 -- compared below
+            return e
+        return tuple(tuple(o.shape) for o in out) if isinstance(out, tuple) \
+            else tuple(out.shape)
+    ref, got = run(torch_x), run(ad_x)
+    if isinstance(ref, Exception):
+        assert isinstance(got, type(ref)), (ref, got)
+        assert site is None or not isinstance(got, ad.ShapeError) or site in str(got), got
+    else:
+        assert got == ref, (ref, got)
+

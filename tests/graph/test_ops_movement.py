@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import autodiff as ad
-from op_helper import check_op
+from op_helper import assert_like_torch, check_op
 
 F64 = torch.float64
 
@@ -217,19 +217,7 @@ ZERO_D = {
 def test_0d_tensors_along_a_dim_like_torch(name):
     """Ops along a dim of a 0-d tensor: PyTorch's exception type (ours a subclass, a shape
     error naming the user's line), or PyTorch's result shape."""
-    def run(x):
-        try:
-            out = ZERO_D[name](x)
-        except Exception as e:      # noqa: BLE001 -- compared below
-            return e
-        return tuple(tuple(o.shape) for o in out) if isinstance(out, tuple) \
-            else tuple(out.shape)
-    ref, got = run(torch.tensor(2.0)), run(ad.tensor(2.0))
-    if isinstance(ref, Exception):
-        assert isinstance(got, type(ref)), (name, ref, got)
-        assert not isinstance(got, ad.ShapeError) or "test_ops_movement.py" in str(got), got
-    else:
-        assert got == ref, (name, ref, got)
+    assert_like_torch(ZERO_D[name], torch.tensor(2.0), ad.tensor(2.0), "test_ops_movement.py")
 
 
 EMPTY = {
@@ -245,19 +233,7 @@ EMPTY = {
 def test_empty_dims_like_torch(name, shape):
     """A dim of size 0: the pieces, shapes and errors PyTorch gives (``split`` of an empty
     dim is one empty piece; ``expand`` takes -1 only for a dim the tensor has)."""
-    def run(x):
-        try:
-            out = EMPTY[name](x)
-        except Exception as e:      # noqa: BLE001 -- compared below
-            return e
-        return tuple(tuple(o.shape) for o in out) if isinstance(out, tuple) \
-            else tuple(out.shape)
-    ref = run(torch.zeros(shape))
-    got = run(ad.tensor(np.zeros(shape, np.float32)))
-    if isinstance(ref, Exception):
-        assert isinstance(got, type(ref)), (name, ref, got)
-    else:
-        assert got == ref, (name, ref, got)
+    assert_like_torch(EMPTY[name], torch.zeros(shape), ad.tensor(np.zeros(shape, np.float32)))
 
 
 def test_expand_rejects_minus_one_for_a_new_dim_of_a_full_tensor():
