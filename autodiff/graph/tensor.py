@@ -442,10 +442,15 @@ class Tensor(*MIXINS):
     def __rmul__(self, o): return _bin(Op.MUL, o, self)
     def __truediv__(self, o): return _bin(Op.DIV, self, o)
     def __rtruediv__(self, o): return _bin(Op.DIV, o, self)
-    def __pow__(self, o): return _bin(Op.POW, self, o)
+    def __pow__(self, o):
+        if isinstance(o, numbers.Integral) and not isinstance(o, bool) and o < 0 and \
+                self.dtype in ("int8", "int16", "int32", "int64", "uint8"):
+            raise RuntimeError(f"Integers to negative integer powers are not allowed "
+                               f"(traced at {user_site()})")
+        return _bin(Op.POW, self, o)
     def __rpow__(self, o): return _bin(Op.POW, o, self)
     def __neg__(self): return _un(Op.NEG, self)
-    def __pos__(self): return self
+    def __pos__(self): return self.positive()
     def __matmul__(self, o): return matmul(self, o)
     def __rmatmul__(self, o): return matmul(o, self)
     def __lt__(self, o): return _bin(Op.CMPLT, self, o)

@@ -36,8 +36,8 @@ class Softmax(Module):
     """Softmax along ``dim`` (max-subtracted, stable for large inputs).
 
     Args:
-        dim: the dim that sums to 1; ``None`` means the last dim (PyTorch's implicit-dim
-            rule is deprecated there and not reproduced here).
+        dim: the dim that sums to 1; ``None`` takes PyTorch's deprecated implicit dim (0
+            for a 0-, 1- or 3-D input, else 1; with its warning).
     """
 
     def __init__(self, dim: int | None = None):
@@ -45,7 +45,7 @@ class Softmax(Module):
         self.dim = dim
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.softmax(x, -1 if self.dim is None else self.dim)
+        return F.softmax(x, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -55,7 +55,7 @@ class LogSoftmax(Softmax):
     """``log(softmax(x))`` along ``dim``, computed as ``x - max - log(sum(exp(x - max)))``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.log_softmax(x, -1 if self.dim is None else self.dim)
+        return F.log_softmax(x, self.dim)
 
 
 # -- one module per functional activation (torch.nn's names, arguments and defaults) -------
@@ -118,10 +118,11 @@ class RReLU(_Elementwise):
 
 
 class Softmin(Softmax):
-    """``torch.nn.Softmin``: ``softmax(-x)`` along ``dim`` (``None``: the last dim)."""
+    """``torch.nn.Softmin``: ``softmax(-x)`` along ``dim`` (``None``: PyTorch's implicit
+    dim, as :class:`Softmax`)."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.softmin(x, -1 if self.dim is None else self.dim)
+        return F.softmin(x, self.dim)
 
 
 class Softmax2d(Module):

@@ -82,15 +82,36 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
+def implicit_softmax_dim(name: str, ndim: int) -> int:
+    """The dim PyTorch's ``softmax``/``log_softmax``/``softmin`` take when ``dim`` is None
+    (``torch.nn.functional._get_softmax_dim``): 0 for a 0-, 1- or 3-D input, else 1, with
+    its deprecation warning."""
+    import warnings
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the "
+                  f"call to include dim=X as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``; the (detached) maximum is subtracted first,
-    so large inputs do not overflow."""
-    return x.softmax(dim)
+    so large inputs do not overflow. ``dim=None`` takes PyTorch's deprecated implicit dim
+    (:func:`implicit_softmax_dim`, with its warning); ``dtype`` casts the input first.
+
+    Raises:
+        DTypeError: an integer or bool input without a floating ``dtype``."""
+    if dim is None:
+        dim = implicit_softmax_dim("softmax", input.ndim)
+    return input.softmax(dim, dtype)
 
 
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """``x - log(sum(exp(x)))`` along ``dim``, max-subtracted (stable for large inputs)."""
-    return x.log_softmax(dim)
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype=None) -> Tensor:
+    """``x - log(sum(exp(x)))`` along ``dim``, max-subtracted (stable for large inputs);
+    ``dim=None`` as :func:`softmax`."""
+    if dim is None:
+        dim = implicit_softmax_dim("log_softmax", input.ndim)
+    return input.log_softmax(dim, dtype)
 
 
 @_inplace_option
@@ -360,9 +381,12 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     return input / (div * (alpha / size) + k) ** beta
 
 
-def softmin(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
-    """``softmax(-x)`` along ``dim``."""
-    return (-input).softmax(-1 if dim is None else dim, dtype)
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
+    """``softmax(-x)`` along ``dim`` (``dim=None`` as :func:`softmax`)."""
+    if dim is None:
+        dim = implicit_softmax_dim("softmin", input.ndim)
+    return (-input).softmax(dim, dtype)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:

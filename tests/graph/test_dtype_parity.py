@@ -476,3 +476,19 @@ def test_integer_inputs_to_float_functions_compute_in_float32(device):
     for o, r in zip(outs, refs):
         np.testing.assert_allclose(np.asarray(o.numpy(), np.float64), r.double().numpy(),
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_integers_to_negative_integer_powers_are_refused_as_in_torch():
+    for m, x in ((torch, torch.tensor([1, 2])), (ad, ad.tensor(np.array([1, 2])))):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            x ** -1
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            x.pow(-2)
+    assert _name((ad.tensor(np.array([1, 2])) ** 2).dtype) == "int64"
+    assert _name((ad.tensor(np.array([1, 2])) ** -1.0).dtype) == "float32"
+
+
+def test_unary_plus_of_a_bool_tensor_is_refused_as_in_torch():
+    for x in (torch.tensor([True]), ad.tensor(np.array([True]))):
+        with pytest.raises(RuntimeError):
+            +x

@@ -244,3 +244,9 @@ def test_expand_rejects_minus_one_for_a_new_dim_of_a_full_tensor():
     with pytest.raises(RuntimeError, match="non-existing dimension"):
         torch.randn(4).expand(2, -1, -1)
     assert tuple(ad.randn(4).expand(2, 3, -1).shape) == (2, 3, 4)
+
+
+def test_permute_with_a_repeated_dim_is_torchs_error():
+    for m in (ad, torch):
+        with pytest.raises(RuntimeError, match="duplicate dims"):
+            m.zeros(2, 3).permute(0, 0)

@@ -385,3 +385,28 @@ def test_state_dict_moves_to_torch(tmp_path):
     ad.execute()
     np.testing.assert_allclose(y.numpy(), ref(torch.tensor(x)).detach().numpy(), rtol=RTOL,
                                atol=ATOL)
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 4), (2, 3, 2, 2)])
+@pytest.mark.parametrize("kind", ["Softmax", "LogSoftmax", "Softmin"])
+def test_softmax_without_dim_takes_torchs_implicit_dim(kind, shape):
+    """``nn.Softmax()``, ``F.softmax(x)`` (``dim=None``): PyTorch's deprecated implicit dim
+    (0 for 1-D and 3-D inputs, else 1) with its warning; the last dim was taken, a silent
+    difference on 3-D and 4-D inputs (and ``F.softmax(x, dim=None)`` normalised over every
+    element)."""
+    x = _rand(shape, 4, 2.0)
+    fn = {"Softmax": F.softmax, "LogSoftmax": F.log_softmax, "Softmin": F.softmin}[kind]
+    tfn = {"Softmax": torch.nn.functional.softmax, "LogSoftmax": torch.nn.functional.log_softmax,
+           "Softmin": torch.nn.functional.softmin}[kind]
+    with pytest.warns(UserWarning, match="Implicit dimension choice"):
+        compare(lambda t: getattr(nn, kind)()(t), lambda t: getattr(torch.nn, kind)()(t), [x])
+    with pytest.warns(UserWarning, match="Implicit dimension choice"):
+        compare(lambda t: fn(t, dim=None), lambda t: tfn(t, dim=None), [x])
+
+
+def test_tensor_softmax_needs_an_int_dim():
+    for f in (lambda t: t.softmax(None), lambda t: t.log_softmax(None)):
+        with pytest.raises(TypeError, match="must be int"):
+            f(torch.zeros(2, 3))
+        with pytest.raises(TypeError, match="must be int"):
+            f(ad.zeros(2, 3))

@@ -116,6 +116,8 @@ class MovementMixin:
             raise RuntimeError(f"permute(): number of dims {len(dims)} does not match the "
                                f"tensor's {self.ndim}")
         perm = [self._dim(d) for d in dims]
+        if len(set(perm)) != len(perm):
+            raise RuntimeError("permute(): duplicate dims are not allowed.")
         inverse = [perm.index(i) for i in range(len(perm))]
         return self._view(self._wrap(ops.permute(self.node, perm)),
                           lambda b, v: v.permute(*inverse))

@@ -30,6 +30,14 @@ def as_index(t):
     return t.long()
 
 
+def _int_dim(name: str, dim) -> None:
+    """PyTorch's ``TypeError`` for a ``dim`` that is not an int (``Tensor.softmax(None)``;
+    the functional forms take None for the implicit dim)."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"{name}(): argument 'dim' (position 1) must be int, not "
+                        f"{type(dim).__name__}")
+
+
 class ReduceMixin:
     def _reduce(self, op: Op, dim, keepdim: bool):
         dims = norm_dims(dim, self.ndim, self.shape)
@@ -396,6 +404,7 @@ class ReduceMixin:
         Raises:
             DTypeError: an integer or bool tensor without a floating ``dtype`` (PyTorch's
                 ``NotImplementedError``)."""
+        _int_dim("softmax", dim)
         x = self._float_only("softmax", dtype)
         if x.numel() == 0:
             x._dim(dim)                 # a bad dim still raises
@@ -408,6 +417,7 @@ class ReduceMixin:
 
         Raises:
             DTypeError: an integer or bool tensor without a floating ``dtype``."""
+        _int_dim("log_softmax", dim)
         x = self._float_only("log_softmax", dtype)
         if x.numel() == 0:
             x._dim(dim)
