@@ -26,6 +26,35 @@ def _tensor(x, dtype: str | None = None) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x, dtype=dtype)
 
 
+def legacy_reduction(size_average, reduce) -> str:
+    """PyTorch's ``_Reduction.legacy_get_string``: the deprecated ``size_average`` /
+    ``reduce`` flags as a ``reduction``."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else ("mean" if size_average else "sum")
+
+
+def _legacy_flags(fn):
+    """``fn`` (a loss taking ``size_average``, ``reduce`` and ``reduction``) reading the
+    deprecated flags as PyTorch's functional losses do: either given, ``reduction`` is
+    :func:`legacy_reduction` of them, with PyTorch's warning (they were ignored: ``F.l1_loss(x,
+    y, reduce=False)`` gave the mean)."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def loss(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        flags = bound.arguments.get("size_average"), bound.arguments.get("reduce")
+        if any(f is not None for f in flags):
+            import warnings
+            reduction = legacy_reduction(*flags)
+            warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                          f"reduction='{reduction}' instead.", UserWarning, stacklevel=2)
+            bound.arguments.update(size_average=None, reduce=None, reduction=reduction)
+        return fn(*bound.args, **bound.kwargs)
+    return loss
+
+
 def reduce_loss(x: Tensor, reduction: str) -> Tensor:
     """``x`` reduced by ``"mean"``, ``"sum"`` or ``"none"``.
 
@@ -902,3 +931,13 @@ __all__ += ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "lp_pool3d
             "embedding_bag", "native_channel_shuffle", "relu_", "elu_", "celu_", "selu_",
             "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "sigmoid", "tanh",
             "gumbel_softmax", "pdist"]
+
+
+# the losses that take PyTorch's deprecated size_average/reduce flags read them
+for _name in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
+              "kl_div", "l1_loss", "nll_loss", "smooth_l1_loss", "cosine_embedding_loss",
+              "hinge_embedding_loss", "margin_ranking_loss", "multi_margin_loss",
+              "multilabel_margin_loss", "multilabel_soft_margin_loss", "poisson_nll_loss",
+              "soft_margin_loss", "triplet_margin_loss"):
+    globals()[_name] = _legacy_flags(globals()[_name])
+del _name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..graph.tensor import Tensor
 from . import functional as F
-from .functional import reduce_loss
+from .functional import legacy_reduction, reduce_loss
 from .module import Module, bind_arguments
 
 _LEGACY = ("size_average", "reduce")
@@ -16,14 +16,6 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean (or sum) of squared differences; shapes broadcast like PyTorch."""
     d = input - target
     return reduce_loss(d * d, reduction)
-
-
-def legacy_reduction(size_average, reduce) -> str:
-    """PyTorch's ``_Reduction.legacy_get_string``: the deprecated ``size_average`` /
-    ``reduce`` flags as a ``reduction``."""
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    return "none" if not reduce else ("mean" if size_average else "sum")
 
 
 class _Loss(Module):

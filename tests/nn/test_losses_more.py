@@ -8,6 +8,7 @@ import torch
 
 import autodiff as ad
 from autodiff import nn
+from autodiff.nn import functional as F
 
 RTOL, ATOL = 2e-4, 2e-5
 rng = np.random.default_rng(0)
@@ -125,3 +126,34 @@ def test_weights_are_buffers_and_legacy_flags():
         nn.Threshold(0.5)                      # torch's has no defaults
     with pytest.raises(TypeError, match="'size'"):
         nn.LocalResponseNorm()
+
+
+_X = np.array([[1.0, -2.0, 0.5], [0.3, 0.2, -0.7]], np.float32)
+_Y = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0]], np.float32)
+_P = np.array([[0.2, 0.7, 0.4], [0.9, 0.1, 0.5]], np.float32)
+LEGACY = {                  # name -> (inputs as arrays, int arrays are class indices)
+    "l1_loss": (_X, _Y), "smooth_l1_loss": (_X, _Y), "soft_margin_loss": (_X, _Y * 2 - 1),
+    "binary_cross_entropy": (_P, _Y), "binary_cross_entropy_with_logits": (_X, _Y),
+    "kl_div": (_X, _P), "multilabel_soft_margin_loss": (_X, _Y),
+    "hinge_embedding_loss": (_X, _Y * 2 - 1),
+    "nll_loss": (_X, np.array([2, 0], np.int64)),
+    "cross_entropy": (_X, np.array([1, 2], np.int64)),
+}
+
+
+@pytest.mark.parametrize("flags", [{"reduce": False}, {"size_average": False},
+                                   {"size_average": True, "reduce": True}])
+@pytest.mark.parametrize("name", sorted(LEGACY))
+def test_functional_losses_read_the_deprecated_flags_like_torch(name, flags):
+    """``F.l1_loss(x, y, reduce=False)`` gave the mean: the functional losses ignored
+    ``size_average``/``reduce``; now they mean what PyTorch's do (with its warning)."""
+    import warnings
+    arrays = LEGACY[name]
+    ours = getattr(F, name)(*[ad.tensor(a) for a in arrays], **flags)
+    ad.execute(device="numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = getattr(torch.nn.functional, name)(*[torch.tensor(a) for a in arrays], **flags)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+        getattr(F, name)(*[ad.tensor(a) for a in arrays], **flags)
