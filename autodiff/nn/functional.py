@@ -491,22 +491,23 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y + bias if bias is not None else y
 
 
-def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` dims, as ``torch.nn.functional.layer_norm``.
 
     ``(x - mean) / sqrt(var + eps) * weight + bias`` with the biased variance.
 
     Args:
-        x: float32 ``[..., *normalized_shape]``.
+        input: float32 ``[..., *normalized_shape]``.
         normalized_shape: int or tuple of ints, the trailing dims normalised together.
         weight, bias: optional float32 ``normalized_shape`` tensors.
         eps: added to the variance.
 
     Raises:
-        ShapeError: (a ValueError) the trailing dims of ``x`` are not ``normalized_shape``;
+        ShapeError: (a ValueError) the trailing dims of ``input`` are not ``normalized_shape``;
             names the shapes and the user's ``file:line``.
     """
+    x = input
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) \
         else tuple(normalized_shape)
     if tuple(x.shape[len(x.shape) - len(shape):]) != tuple(shape) or len(shape) > x.ndim:
@@ -522,17 +523,19 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     return y
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | None = None,
-            stream: int = 0) -> Tensor:
+@_inplace_option
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
+            seed: int | None = None, stream: int = 0) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
     The mask comes from an ``Op.RAND`` node (counter-based Philox, new in every loop
     iteration, identical on every device for the same ``seed`` and ``stream``).
 
     Args:
-        x: float32 tensor.
+        input: float32 tensor.
+        inplace: ``input`` takes the result (PyTorch's in-place form).
         p: drop probability in ``[0, 1]``.
-        training: ``False`` returns ``x`` unchanged (evaluation mode).
+        training: ``False`` returns ``input`` unchanged (evaluation mode).
         seed: Philox key word 0; ``None`` draws one from the global generator
             (:func:`autodiff.manual_seed`) at trace time.
         stream: Philox key word 1: different streams give independent masks.
@@ -540,6 +543,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
     Raises:
         ValueError: ``p`` outside ``[0, 1]``.
     """
+    x = input
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -552,18 +556,26 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
     return x * where(u >= p, 1.0 / (1.0 - p), 0.0)
 
 
-def embedding(idx, weight: Tensor, padding_idx: int | None = None) -> Tensor:
-    """Rows of ``weight [num, dim]`` picked by int32/int64 ``idx`` (any shape):
-    ``[*idx.shape, dim]``.
+def embedding(input, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight [num, dim]`` picked by int32/int64 ``input`` (any shape):
+    ``[*input.shape, dim]``, as ``torch.nn.functional.embedding``.
 
     An index gather; its gradient is a scatter-add into ``weight`` (repeated indices add),
     except into row ``padding_idx`` (negative counts from the end), which gets none.
 
     Raises:
-        TypeError: ``idx`` is not int32 or int64.
+        TypeError: ``input`` is not int32 or int64.
         ValueError: ``padding_idx`` outside the rows.
+        NotImplementedError: ``max_norm``, ``scale_grad_by_freq`` or ``sparse`` (as
+            :class:`autodiff.nn.Embedding`: PyTorch's in-place renormalisation and sparse
+            gradients are not supported).
     """
-    idx = _tensor(idx, "int64") if not isinstance(idx, Tensor) else idx
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are "
+                                  "not supported")
+    idx = _tensor(input, "int64") if not isinstance(input, Tensor) else input
     if idx.dtype not in ("int32", "int64"):
         raise TypeError(f"embedding: indices must be int32 or int64, got {idx.dtype}")
     if padding_idx is not None:
@@ -823,10 +835,30 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return _reduce((1.0 - target) * input + lw * sp, weight, reduction)
 
 
+def _weighted_loss(loss: Tensor, input: Tensor, weight, reduction: str,
+                   mean_by_weights: bool = True) -> Tensor:
+    """``loss * weight`` reduced as torch 2.13's ``weight=`` of ``l1_loss``/``mse_loss``
+    (``"mean"``: divided by the summed weights) or of ``huber_loss`` (``mean_by_weights``
+    False: by the element count); ``reduce_loss`` without a weight.
+
+    Raises:
+        ValueError: ``weight`` not of ``input``'s shape, or an unknown ``reduction``."""
+    if weight is None:
+        return reduce_loss(loss, reduction)
+    weight = weight if isinstance(weight, Tensor) else _tensor(weight, "float32")
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    w = loss * weight
+    if reduction == "mean" and mean_by_weights:
+        return w.sum() / weight.sum()
+    return reduce_loss(w, reduction)
+
+
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-            reduction: str = "mean") -> Tensor:
-    """Mean (or sum) absolute difference."""
-    return reduce_loss((input - target).abs(), reduction)
+            reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Mean (or sum) absolute difference; ``weight`` (of ``input``'s shape) scales each
+    element, the mean then divided by the summed weights (torch 2.13's)."""
+    return _weighted_loss((input - target).abs(), input, weight, reduction)
 
 
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
@@ -839,10 +871,12 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
-               delta: float = 1.0) -> Tensor:
-    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+               delta: float = 1.0, weight: Tensor | None = None) -> Tensor:
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``; ``weight`` scales
+    each element (its mean over the element count, as torch 2.13's)."""
     d = (input - target).abs()
-    return reduce_loss((d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta), reduction)
+    loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
+    return _weighted_loss(loss, input, weight, reduction, mean_by_weights=False)
 
 
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
@@ -860,10 +894,12 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
     return reduce_loss(loss, reduction)
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Mean (or sum) of squared differences (see :func:`autodiff.nn.loss.mse_loss`)."""
-    from .loss import mse_loss as _mse
-    return _mse(input, target, reduction)
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Mean (or sum) of squared differences (see :func:`autodiff.nn.loss.mse_loss`);
+    ``weight`` as :func:`l1_loss`'s."""
+    d = input - target
+    return _weighted_loss(d * d, input, weight, reduction)
 
 
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "linear", "layer_norm", "dropout",
@@ -935,7 +971,8 @@ __all__ += ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "lp_pool3d
 
 # the losses that take PyTorch's deprecated size_average/reduce flags read them
 for _name in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
-              "kl_div", "l1_loss", "nll_loss", "smooth_l1_loss", "cosine_embedding_loss",
+              "kl_div", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
+              "cosine_embedding_loss",
               "hinge_embedding_loss", "margin_ranking_loss", "multi_margin_loss",
               "multilabel_margin_loss", "multilabel_soft_margin_loss", "poisson_nll_loss",
               "soft_margin_loss", "triplet_margin_loss"):

@@ -157,3 +157,36 @@ def test_functional_losses_read_the_deprecated_flags_like_torch(name, flags):
     np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
         getattr(F, name)(*[ad.tensor(a) for a in arrays], **flags)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", ["l1_loss", "mse_loss", "huber_loss"])
+def test_elementwise_losses_take_torchs_weight(name, reduction):
+    """torch 2.13's ``weight=`` of ``l1_loss``/``mse_loss`` (mean over the summed weights)
+    and ``huber_loss`` (mean over the elements), values and input gradients."""
+    w = np.array([[0.5, 2.0, 1.0], [0.1, 3.0, 0.7]], np.float32)
+    x = ad.Tensor(_X, requires_grad=True)
+    out = getattr(F, name)(x, ad.tensor(_Y), reduction=reduction, weight=ad.tensor(w))
+    (out.sum() if reduction == "none" else out).backward()
+    g = x.grad * 1.0
+    ad.execute(device="numpy")
+    tx = torch.tensor(_X, requires_grad=True)
+    ref = getattr(torch.nn.functional, name)(tx, torch.tensor(_Y), reduction=reduction,
+                                             weight=torch.tensor(w))
+    (ref.sum() if reduction == "none" else ref).backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="same size"):
+        getattr(F, name)(x, ad.tensor(_Y), weight=ad.tensor(w[0]))
+
+
+def test_functional_first_arguments_are_named_as_torchs():
+    """Keyword calls as in PyTorch: ``F.dropout(input=...)``, ``F.layer_norm(input=...)``,
+    ``F.embedding(input=...)``; an option of ``embedding`` this compiler lacks refuses."""
+    x = ad.tensor(_X)
+    assert tuple(F.dropout(input=x, p=0.5, training=False).shape) == (2, 3)
+    assert tuple(F.layer_norm(input=x, normalized_shape=(3,)).shape) == (2, 3)
+    w = ad.tensor(np.eye(4, 3, dtype=np.float32))
+    assert tuple(F.embedding(input=ad.tensor(np.array([0, 3])), weight=w).shape) == (2, 3)
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        F.embedding(ad.tensor(np.array([0, 3])), w, max_norm=1.0)
