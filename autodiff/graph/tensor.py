@@ -444,7 +444,7 @@ class Tensor(*MIXINS):
     def __rtruediv__(self, o): return _bin(Op.DIV, o, self)
     def __pow__(self, o):
         if isinstance(o, numbers.Integral) and not isinstance(o, bool) and o < 0 and \
-                self.dtype in ("int8", "int16", "int32", "int64", "uint8"):
+                dtypes.is_integral(self.dtype):
             raise RuntimeError(f"Integers to negative integer powers are not allowed "
                                f"(traced at {user_site()})")
         return _bin(Op.POW, self, o)

@@ -10,6 +10,7 @@ import functools
 import inspect
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -46,7 +47,6 @@ def _legacy_flags(fn):
         bound = sig.bind(*args, **kwargs)
         flags = bound.arguments.get("size_average"), bound.arguments.get("reduce")
         if any(f is not None for f in flags):
-            import warnings
             reduction = legacy_reduction(*flags)
             warnings.warn(f"size_average and reduce args will be deprecated, please use "
                           f"reduction='{reduction}' instead.", UserWarning, stacklevel=2)
@@ -115,7 +115,6 @@ def implicit_softmax_dim(name: str, ndim: int) -> int:
     """The dim PyTorch's ``softmax``/``log_softmax``/``softmin`` take when ``dim`` is None
     (``torch.nn.functional._get_softmax_dim``): 0 for a 0-, 1- or 3-D input, else 1, with
     its deprecation warning."""
-    import warnings
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the "
                   f"call to include dim=X as an argument.", UserWarning, stacklevel=3)
     return 0 if ndim in (0, 1, 3) else 1
@@ -125,7 +124,8 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
             dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``; the (detached) maximum is subtracted first,
     so large inputs do not overflow. ``dim=None`` takes PyTorch's deprecated implicit dim
-    (:func:`implicit_softmax_dim`, with its warning); ``dtype`` casts the input first.
+    (:func:`implicit_softmax_dim`, with its warning); ``dtype`` casts the input first;
+    ``_stacklevel`` is accepted for PyTorch's signature.
 
     Raises:
         DTypeError: an integer or bool input without a floating ``dtype``."""
@@ -896,8 +896,8 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
-    """Mean (or sum) of squared differences (see :func:`autodiff.nn.loss.mse_loss`);
-    ``weight`` as :func:`l1_loss`'s."""
+    """Mean (or sum) of squared differences, shapes broadcast as in PyTorch; ``weight`` as
+    :func:`l1_loss`'s."""
     d = input - target
     return _weighted_loss(d * d, input, weight, reduction)
 

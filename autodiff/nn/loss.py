@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from ..graph.tensor import Tensor
 from . import functional as F
-from .functional import legacy_reduction, reduce_loss
+from .functional import legacy_reduction, mse_loss, reduce_loss  # noqa: F401 (nn.mse_loss)
 from .module import Module, bind_arguments
 
 _LEGACY = ("size_average", "reduce")
 _BUFFERS = ("weight", "pos_weight")
-
-
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Mean (or sum) of squared differences; shapes broadcast like PyTorch."""
-    d = input - target
-    return reduce_loss(d * d, reduction)
 
 
 class _Loss(Module):

@@ -397,6 +397,14 @@ class ReduceMixin:
         return self._set_promoted(self.renorm(p, dim, maxnorm))
 
     # -- softmax ---------------------------------------------------------------------------
+    def _softmax_input(self, name: str, dim, dtype):
+        """The input of ``name`` (softmax, log_softmax) after PyTorch's checks: an int
+        ``dim`` in range, a floating tensor (cast to ``dtype`` first)."""
+        _int_dim(name, dim)
+        x = self._float_only(name, dtype)
+        x._dim(dim)
+        return x
+
     def softmax(self, dim: int = -1, dtype=None):
         """``exp(x) / sum(exp(x))`` along ``dim``, the (detached) maximum subtracted first;
         a tensor with no elements comes back empty, as in PyTorch.
@@ -404,10 +412,8 @@ class ReduceMixin:
         Raises:
             DTypeError: an integer or bool tensor without a floating ``dtype`` (PyTorch's
                 ``NotImplementedError``)."""
-        _int_dim("softmax", dim)
-        x = self._float_only("softmax", dtype)
-        if x.numel() == 0:
-            x._dim(dim)                 # a bad dim still raises
+        x = self._softmax_input("softmax", dim, dtype)
+        if x.numel() == 0:              # nothing to normalise: empty, as in PyTorch
             return x * 1.0
         e = (x - x.amax(dim, keepdim=True).detach()).exp()
         return e / e.sum(dim, keepdim=True)
@@ -417,10 +423,8 @@ class ReduceMixin:
 
         Raises:
             DTypeError: an integer or bool tensor without a floating ``dtype``."""
-        _int_dim("log_softmax", dim)
-        x = self._float_only("log_softmax", dtype)
+        x = self._softmax_input("log_softmax", dim, dtype)
         if x.numel() == 0:
-            x._dim(dim)
             return x * 1.0
         z = x - x.amax(dim, keepdim=True).detach()
         return z - z.exp().sum(dim, keepdim=True).log()
