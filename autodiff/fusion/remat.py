@@ -184,8 +184,8 @@ def _plan(stmts, i, readers, writers):
         space_size(v.extent for v in kern.kept)
     old_ops = sum(op_cost(outs[r].value) for r in _through(deps, (), *stored_now))
     new_ops = sum(op_cost(outs[r].value) for r in _through(deps, (), *new_stored))
-    delta = sum(outs[b].buffer.nbytes for b in new_stored - stored_now) \
-        - sum(outs[b].buffer.nbytes for b in stored_now - new_stored) \
+    delta = sum(_traffic(outs[b].buffer) for b in new_stored - stored_now) \
+        - sum(_traffic(outs[b].buffer) for b in stored_now - new_stored) \
         + BYTES_PER_OP * n * (new_ops - old_ops) \
         + sum(_work(r) - _work(stmts[j]) for j, r in rewrites.items())
     if delta >= 0:
@@ -231,7 +231,16 @@ def _work(s) -> float:
     ops = space_size(v.extent for v in space_out) * sum(op_cost(o.value) for o in k.outs)
     if isinstance(k, Reduce):
         ops += space_size(k.shape) * op_cost(k.src)
-    return sum(b.nbytes for b in s.reads()) + BYTES_PER_OP * ops
+    return sum(_traffic(b) for b in s.reads()) + BYTES_PER_OP * ops
+
+
+def _traffic(b) -> int:
+    """Bytes a kernel's store or load of buffer ``b`` costs: a word per element for a
+    dtype narrower than 4 bytes (a bool mask), which vector epilogues store and load one
+    lane at a time. ReLU's mask stored as bool beside its result cost its forward epilogue
+    eight byte stores per vector; counted as bytes it looked cheaper than the reader
+    loading the result it is recomputed from."""
+    return b.size * max(b.itemsize, 4)
 
 
 def _through(deps, keep, *bs) -> set:

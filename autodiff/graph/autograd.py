@@ -113,7 +113,10 @@ GRADS: dict = {
     Op.COS: (lambda g, o, x: neg(mul(g, unary(Op.SIN, x))),),
     Op.TANH: (lambda g, o, x: mul(g, sub(_one(o), mul(o, o))),),
     Op.SIGMOID: (lambda g, o, x: mul(g, mul(o, sub(_one(o), o))),),
-    Op.RELU: (lambda g, o, x: mul(g, _cmp(Op.CMPGT, x, const(0.0, x.shape))),),
+    # from the result, as torch's threshold_backward(grad, result, 0): the input is then
+    # dead after the forward (a fused forward stores no mask beside the result), a NaN
+    # passes its gradient through and an infinite gradient at x <= 0 gives 0, not NaN
+    Op.RELU: (lambda g, o, x: where(_cmp(Op.CMPLE, o, _zero(o)), _zero(g), g),),
     Op.ABS: (lambda g, o, x: mul(g, unary(Op.SIGN, x)),),
     Op.ERF: (lambda g, o, x: mul(g, scale(unary(Op.EXP, neg(mul(x, x))), 2 / math.sqrt(math.pi))),),
     Op.SIGN: (None,),

@@ -24,7 +24,7 @@ import torch
 import autodiff as ad
 from autodiff.fusion import PASSES, fuse
 from autodiff.graph.ir import Op
-from autodiff.nn import GELU, Linear, Sequential
+from autodiff.nn import GELU, Linear, ReLU, Sequential
 from autodiff.nn.utils import clip_grad_norm_
 from autodiff.optim import AdamW
 from autodiff.procedural.ir import (Apply, DotProduct, FusedKernel, Kernel, Local,
@@ -39,9 +39,9 @@ from helpers import check_against_interpreter, trace  # noqa: E402
 NO_REMAT = tuple(p for p in PASSES if p.__name__ != "remat")
 
 
-def _mlp_graph(steps=2):
+def _mlp_graph(steps=2, act=GELU):
     ad.manual_seed(0)
-    net = Sequential(Linear(8, 16), GELU(), Linear(16, 8))
+    net = Sequential(Linear(8, 16), act(), Linear(16, 8))
     opt = AdamW(net.parameters(), lr=0.01)
     xs = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
 
@@ -110,6 +110,24 @@ def test_gelu_epilogue_stores_the_pre_activation_instead_of_three_derived_arrays
                 dep.add(id(o.buffer))
         return [b for b in _stored(k) if id(b) in dep]
     assert len(on_exp(k0)) == 1 and on_exp(k1) == []
+
+
+def test_relu_epilogue_stores_its_result_and_no_mask():
+    """ReLU's backward reads the result (``result <= 0``): the forward matmul stores the
+    activation only, not a bool mask beside it (a narrow dtype costs a word per element:
+    epilogues store it one lane at a time), and the backward matmul's epilogue recomputes
+    the comparison from the activation it loads."""
+    prog = fuse(lower(_mlp_graph(act=ReLU)))
+    fwd = [s for s in _kernels(prog) if isinstance(s, FusedKernel)
+           and isinstance(s.kernel, DotProduct) and _ops(s, Op.RELU)]
+    assert len(fwd) == 1
+    stored = _stored(fwd[0])
+    assert [b.dtype for b in stored] == ["float32"] and stored[0].shape == (4, 16)
+    readers = [s for s in _kernels(prog) if any(b is stored[0] for b in s.reads())
+               and isinstance(s, FusedKernel) and isinstance(s.kernel, DotProduct)
+               and _ops(s, Op.CMPLE)]
+    assert len(readers) == 1
+    assert not any(b.dtype == "bool" for s in _kernels(prog) for b in _stored(s))
 
 
 def test_rematerialised_program_matches_the_interpreter():

@@ -100,6 +100,21 @@ def test_unary_module_functions(name):
              ("log", "sqrt") else -3.0, high=3.0)
 
 
+def test_relu_gradient_reads_the_result_like_torch():
+    """ReLU's backward is torch's ``threshold_backward(grad, result, 0)``: 0 at x <= 0
+    (-0.0 included) even for an infinite incoming gradient, the gradient passed through at
+    a NaN input."""
+    x = np.array([-1.0, 0.0, -0.0, 2.0, np.nan, -3.0], np.float32)
+    g = np.array([np.inf, 1.5, 1.5, np.inf, 3.0, -2.0], np.float32)
+    xa = ad.Tensor(x, requires_grad=True)
+    (xa.relu() * ad.Tensor(g)).sum().backward()
+    ad.execute()
+    xt = torch.tensor(x, requires_grad=True)
+    (xt.relu() * torch.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(xa.grad.numpy(), xt.grad.numpy())
+    np.testing.assert_array_equal(xa.grad.numpy(), [0, 0, 0, np.inf, 3, 0])
+
+
 def test_sign_forward():
     x = np.array([-2.0, -0.5, 0.0, 0.5, 3.0], np.float32)
     check_op(None, lambda t: t.sign(), inputs=[x], forward_only=True)

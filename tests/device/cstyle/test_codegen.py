@@ -6,7 +6,7 @@ import pytest
 from autodiff.graph.ir import Op
 from autodiff.procedural.access import Num, Var, flat
 from autodiff.procedural.ir import (Acc, Apply, Buffer, BufferKind, Const, DotProduct,
-                                    Elementwise, Load, Output, Reduce)
+                                    Elementwise, Load, Local, Output, Reduce)
 from autodiff.device.cstyle import codegen, render
 from autodiff.device.opencl.dialect import OPENCL
 
@@ -172,6 +172,23 @@ def test_invariant_subexpressions_are_hoisted_and_dead_stores_dropped():
     src = codegen.elementwise("h", k, {"w": 100, "step": 20}, width=16, d=OPENCL).src
     assert "const float u0_ = ((1.0f)-(_ad_pow(0.9f, buf[20])));" in src
     assert src.count("_ad_pow") == 1 and src.count("vstore16") == 1
+
+
+def test_a_register_no_output_reads_is_not_computed():
+    """A fused group's register that no stored output reads (GELU's ``exp(-x^2)`` kept
+    in the forward after the backward recomputed it) renders no code; a register a stored
+    output reads is computed once."""
+    a, out = _buf("a", (6, 40)), _buf("out", (6, 40))
+    dead, used = _buf("dead", (6, 40)), _buf("used", (6, 40))
+    idx = flat([Y, X], (6, 40))
+    x = Load(a, idx)
+    k = Elementwise((6, 40), (Y, X), (
+        Output(dead, idx, Apply(Op.EXP, (x,))),
+        Output(used, idx, Apply(Op.SIN, (x,))),
+        Output(out, idx, Apply(Op.MUL, (Local(used), Const(2.0))))))
+    src = codegen.elementwise("g", k, {"a": 100, "out": 500}, d=OPENCL).src
+    assert "exp(" not in src and src.count("sin(") == 1
+    assert "buf[(i + 500)] =" in src
 
 
 def test_register_tile_follows_the_target():
