@@ -17,7 +17,8 @@ recomputation (i.e. activation checkpointing) with AOTAutograd", 2022), solved w
 networkx's max-flow over the group's registers (the ``outs`` of its single-kernel form):
 
 * every register ``r`` is an edge ``r_in -> r_out`` whose capacity is its cost when stored,
-  ``nbytes(r) * (1 + its loads by later kernels)`` (the store and the reloads);
+  ``bytes(r) * (1 + its loads by later kernels)`` (the store and the reloads; a dtype
+  narrower than 4 bytes counts a word per element, see :func:`_traffic`);
 * ``s_out -> r_in`` (infinite) when ``r``'s value reads register ``s``;
 * ``source -> r_in`` (infinite) when ``r`` must not be recomputed elsewhere (*pinned*):
   its value holds the accumulator of the kernel's dot product or reduction, a random draw
@@ -260,7 +261,7 @@ def _expensive(v: Value) -> bool:
 
 
 def _cap(o: Output, loads: int) -> float:
-    return float(o.buffer.nbytes * (1 + loads))
+    return float(_traffic(o.buffer) * (1 + loads))
 
 
 def _flexible(o, i, rs, stmts, writers, space) -> bool:
