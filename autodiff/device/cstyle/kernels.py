@@ -356,11 +356,11 @@ def micro_name(tm: int, w: int, nv: int, apanel: bool) -> str:
 
 
 #: unroll factor of a shared tile loop (its K is a run-time argument, so LLVM leaves the
-#: loop rolled) by vector width. ``float8`` (AVX2): by 4, never slower on one Zen 3 vCPU
-#: (PoCL 3.1, [512, 128] x [128, 512] in one process, alternating, best of 5 per round,
-#: 2026-11-29): in the rounds where the vCPU ran slow the rolled loop lost 2-30% (64-69
-#: against 73-83 GFLOP/s), in the fast ones they tied (82-86). ``float16`` (AVX-512) not
-#: measured: rolled, as before.
+#: loop rolled) by vector width. ``float8`` (AVX2): by 4. One Zen 3 vCPU, PoCL 3.1, both
+#: programs built in one process and their whole training steps replayed in alternation
+#: (best of two per round, 60 rounds, 2026-11-29): W5 67.3 against 76.1 ms by the median
+#: round (unrolled faster in 57 rounds), W3 56.8 against 59.9 (49 rounds), W4 0.476
+#: against 0.497 (33 rounds). ``float16`` (AVX-512) not measured: rolled, as before.
 MICRO_UNROLL = {8: 4}
 
 #: a call of a shared tile loop (:func:`micro_name`)
