@@ -779,10 +779,10 @@ def _pack_panel(name, value, ref, is_b: bool, rv, kv, R_, Kd, rows, dst, offsets
     if ref is not None:
         st = ref.strides[-2:]
         view = K.Ref(ref.offset, (st[1], st[0]) if is_b else st)
-        return K.pack_panels(name, R_, Kd, view, rows, dst, d)
+        return K.pack_panels(name, R_, Kd, view, rows, dst, d, width)
     view = _chunked_view(value, rv, kv, Kd, offsets)
     if view is not None:
-        return K.pack_panels(name, R_, Kd, view, rows, dst, d)
+        return K.pack_panels(name, R_, Kd, view, rows, dst, d, width)
     from ...fusion.group import subst_value
     T, I, Kq = Var("T", K._cdiv(R_, rows)), Var("I", rows), Var("Kq", Kd)
     r = T * rows + I

@@ -463,7 +463,7 @@ def panel_rows(tile, M: int) -> int:
 
 
 def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], int],
-                rows: int, dst: int, d: Dialect) -> Source:
+                rows: int, dst: int, d: Dialect, vector: int = 16) -> Source:
     """Copy a matmul operand into panels ``[ceil(R / rows)][K][rows]`` at ``dst``.
 
     ``x`` holds the operand as ``R`` x ``K`` (strides: along R, along K): A's rows with
@@ -479,6 +479,9 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
     packs 3.15-3.30 -> 2.40-2.60 ms per step; [128, 512] weight 142 -> 70 us). Rows past ``R``
     read the floats after the operand's last row or are clamped to it: they feed tile rows
     or columns that are never stored. Nothing past ``K`` is written.
+
+    ``vector``: the target's float lanes; 8 (AVX2) transposes a B^T of a strided array
+    with :data:`TRANSPOSE16_BY8` instead of :data:`TRANSPOSE16`.
 
     ``x`` may also be a view ``(fn, step)``: ``fn(r) -> C int expression`` the arena index
     of element ``(r, k0)`` (``r`` a C int expression, ``k0`` the C int of the K chunk, a
@@ -528,7 +531,8 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
         # the shared register transpose (:data:`TRANSPOSE16`, each dialect's preamble):
         # 16 row loads, 16 panel-row stores (a 256x256 weight 23.5 -> 10.8 us alone, PoCL
         # 3.1, one thread: the lane-by-lane stores below were store-bound)
-        L.append(f"  {TRANSPOSE16}(buf + {at_row('t*16')}, {sr}, {R - 1} - t*16, P, kn);")
+        tp = TRANSPOSE16_BY8 if vector == 8 else TRANSPOSE16
+        L.append(f"  {tp}(buf + {at_row('t*16')}, {sr}, {R - 1} - t*16, P, kn);")
     elif sk == 1 and rows == 16:          # B^T of a view: its rows, then the same transpose
         L += ["  float16 r_[16];", "  for (int i = 0; i < 16; i++)",
               f"    r_[i] = vload16(0, buf + {at_row(f'min(t*16+i, {R - 1})')});",
@@ -559,6 +563,15 @@ PACK_GROUP = 16
 #: (``i < 16``, 16 floats each) and writes column ``kk`` of that block as the 16 floats at
 #: ``P + 16 * kk``, for ``kk < kn``
 TRANSPOSE16 = "_ad_tp16"
+
+#: :data:`TRANSPOSE16` as four 8x8 transposes of ``float8`` rows, for 16 AVX2 registers
+#: (the ``float16`` form's 16 rows take two registers each and spill). Training steps
+#: replayed in alternation with the ``float16`` form (``python -m bench.alternate``, one
+#: Zen 3 vCPU, 60 rounds each, 2026-11-29): W3 55.0 against 57.7 ms by the median round
+#: (faster in 55) while the vCPU ran slow, 43.3 against 43.6 (28) while it ran fast; W5
+#: 66.7 / 67.4, 68.4 / 68.7 and 66.1 / 66.8 ms (faster in 22, 21 and 31); W4 even
+#: (33). ``float16`` targets keep :data:`TRANSPOSE16`
+TRANSPOSE16_BY8 = "_ad_tp16h"
 
 #: :data:`TRANSPOSE16` of 16 rows already loaded: ``_ad_tp16v(r, P, kn)``, ``r`` a private
 #: array of 16 ``float16`` (rows of a view, which no single stride reaches)

@@ -371,12 +371,13 @@ PANEL_CASES = [(R, Kd, rows, layout) for R, Kd in [(13, 20), (32, 32), (7, 45), 
                for rows in (6, 16) for layout in ("row", "col", "strided")]
 
 
+@pytest.mark.parametrize("vector", [16, 8])
 @pytest.mark.parametrize("case", PANEL_CASES, ids=[f"{c[0]}x{c[1]}-r{c[2]}-{c[3]}"
                                                    for c in PANEL_CASES])
-def test_pack_panels(case):
+def test_pack_panels(case, vector):
     """A matmul operand (R x K, contiguous along K, along R, or neither) copied into
     panels [ceil(R/rows)][K][rows]: every element of the first R rows in place, nothing
-    written outside the panels."""
+    written outside the panels; with 8 lanes (AVX2) a B^T through the 8x8 transposes."""
     R, Kd, rows, layout = case
     x = RNG.standard_normal((R, Kd)).astype(np.float32)
     ar = Arena()
@@ -390,8 +391,9 @@ def test_pack_panels(case):
         ox, st = ar.add(wide), (2 * Kd, 2)
     nt = -(-R // rows)
     od = ar.add(np.full(nt * Kd * rows, -7.0, np.float32))
-    src = K.pack_panels("pp", R, Kd, K.Ref(ox, st), rows, od, d=OPENCL)
-    assert (K.TRANSPOSE16 + "(" in src.src) == (rows == 16 and layout == "row")
+    src = K.pack_panels("pp", R, Kd, K.Ref(ox, st), rows, od, d=OPENCL, vector=vector)
+    tp = K.TRANSPOSE16_BY8 if vector == 8 else K.TRANSPOSE16
+    assert (tp + "(" in src.src) == (rows == 16 and layout == "row")
     _check_panels(src, ar, x, rows, od)
 
 
