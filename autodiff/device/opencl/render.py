@@ -169,10 +169,11 @@ def _edge_store(width: int) -> str:
 
 def _transpose16_by8() -> str:
     """:data:`~autodiff.device.cstyle.kernels.TRANSPOSE16_BY8`: the same transpose as
-    :func:`_transpose16`, as four 8x8 transposes of ``float8`` rows (three rounds of two-input shuffles: interleave single floats, then
-    pairs, within each 128-bit half; then swap halves between rows 4 apart): eight
-    registers per block where the ``float16`` form holds 16 rows of two AVX2 registers
-    each and spills. A loop over the four blocks: its code once."""
+    :func:`_transpose16`, as four 8x8 transposes of ``float8`` rows (three rounds of
+    two-input shuffles: interleave single floats, then pairs, within each 128-bit half;
+    then swap halves between rows 4 apart): eight registers per block where the
+    ``float16`` form holds 16 rows of two AVX2 registers each and spills. A loop over the
+    four blocks: its code once."""
     def sh(a, b, idx):
         return f"__builtin_shufflevector({a}, {b}, {', '.join(map(str, idx))})"
     lo1, hi1 = (0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)
