@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.profile import _launches, capture  # noqa: E402
+from bench.profile import capture, loop_launches  # noqa: E402
 
 
 def parse_set(spec: str) -> tuple[object, str, object]:
@@ -56,8 +56,12 @@ def parse_set(spec: str) -> tuple[object, str, object]:
 
 
 def build(workload: str, sets: list[str], steps: int = 3):
-    """The workload's training Executable with ``sets`` in place while it compiles (each
-    attribute restored afterwards, also on an error)."""
+    """The workload's training Executable with ``sets`` (:func:`parse_set` specs) in place
+    while it compiles (each attribute restored afterwards, also on an error).
+
+    Raises:
+        ValueError: a bad setting (:func:`parse_set`).
+    """
     saved = []
     try:
         for spec in sets:
@@ -74,7 +78,7 @@ def stepper(exe):
     """A function replaying every launch of ``exe``'s loop body once and waiting for them
     (it keeps ``exe``, whose arena its kernels use, alive); and the launch count."""
     import pyopencl as cl
-    q, launches = exe.queue, list(_launches(exe.steps))
+    q, launches = exe.queue, list(loop_launches(exe.steps))
 
     def run():
         for la in launches:

@@ -52,14 +52,16 @@ def capture(workload: str, steps: int):
             run_autodiff.run(w, w.init(0), w.data(steps), steps, "opencl")
     finally:
         opencl.compile = real
-    return max(seen, key=lambda e: len(list(_launches(e.steps))))
+    return max(seen, key=lambda e: len(list(loop_launches(e.steps))))
 
 
-def _launches(steps, inside=False):
+def loop_launches(steps, inside=False):
+    """The ``Launch`` steps inside loops of host steps ``steps`` (a training loop's body),
+    in order, nested loops included."""
     from autodiff.device.opencl.runtime import Launch, Loop
     for s in steps:
         if type(s) is Loop:
-            yield from _launches(s.body, True)
+            yield from loop_launches(s.body, True)
         elif type(s) is Launch and inside:
             yield s
 
@@ -69,7 +71,7 @@ def replay(exe, repeat: int) -> list[tuple]:
     import pyopencl as cl
     q = exe.queue
     out = []
-    for la in _launches(exe.steps):
+    for la in loop_launches(exe.steps):
         cl.enqueue_nd_range_kernel(q, la.kernel, la.global_size, la.local_size)
         q.finish()
         c = time.process_time()

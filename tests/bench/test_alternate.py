@@ -39,12 +39,19 @@ def test_settings_hold_while_b_compiles_and_are_restored(monkeypatch):
 
 
 def test_each_round_times_both_and_counts_the_faster(monkeypatch):
-    clock = iter(range(1000))
-    monkeypatch.setattr(alternate.time, "perf_counter", lambda: next(clock))
+    now = [0.0]
+    monkeypatch.setattr(alternate.time, "perf_counter", lambda: now[0])
     calls = []
-    runs = {"a": (lambda: calls.append("a"), 3), "b": (lambda: calls.append("b"), 4)}
+
+    def replay(name, seconds):
+        def run():
+            calls.append(name)
+            now[0] += seconds
+        return run
+    runs = {"a": (replay("a", 2.0), 3), "b": (replay("b", 1.0), 4)}
     res = alternate.alternate(runs, rounds=4, best=2)
-    # a warm-up replay each, then per round two of a, two of b; each replay 1 tick
+    # a warm-up replay each, then per round two of a, two of b
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 4
     assert [len(res[k][0]) for k in "ab"] == [4, 4]
     assert res["a"][1] + res["b"][1] == 4
+    assert res["a"] == ([2.0] * 4, 0) and res["b"] == ([1.0] * 4, 4)
