@@ -201,6 +201,11 @@ __forceinline__ void _ad_tp16v(const float16* r, float* P, int kn) {
     for (int kk = 0; kk < kn; kk++) P[16 * kk + i] = x[kk];
   }
 }
+/* the shared 8x8 transpose of a pack (cstyle.kernels.TRANSPOSE8) */
+__forceinline__ void _ad_tp8(const float* s_, int st, float* P, int pst) {
+  for (int c = 0; c < 8; c++)
+    for (int i = 0; i < 8; i++) P[c * pst + i] = s_[i * st + c];
+}
 /* the first n lanes of a vector stored (cstyle.kernels.EDGE_STORE) */
 #define AD_STN(W) __forceinline__ void _ad_st##W##n(float##W v, float* p, int n) { \
   const float* a = reinterpret_cast<const float*>(&v); \

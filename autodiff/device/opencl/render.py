@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ..cstyle import dtypes as D
 from ..cstyle.dialect import Dialect
-from ..cstyle.kernels import (EDGE_STORE, TRANSPOSE16, TRANSPOSE16_BY8, TRANSPOSE16_ROWS,
-                               Source, lane, micro_kernel, micro_names)
+from ..cstyle.kernels import (EDGE_STORE, TRANSPOSE8, TRANSPOSE16, TRANSPOSE16_BY8,
+                               TRANSPOSE16_ROWS, Source, lane, micro_kernel, micro_names)
 from ..cstyle.philox import ITER_WORDS, SET_KERNEL
 from . import mathlib
 from .dialect import OPENCL
@@ -167,18 +167,37 @@ def _edge_store(width: int) -> str:
             f"  for (int j = 0; j < n; j++) p[j] = a[j];\n}}\n")
 
 
-def _transpose16_by8() -> str:
-    """:data:`~autodiff.device.cstyle.kernels.TRANSPOSE16_BY8`: the same transpose as
-    :func:`_transpose16`, as four 8x8 transposes of ``float8`` rows (three rounds of
-    two-input shuffles: interleave single floats, then pairs, within each 128-bit half;
-    then swap halves between rows 4 apart): eight registers per block where the
-    ``float16`` form holds 16 rows of two AVX2 registers each and spills. A loop over the
-    four blocks: its code once."""
+def _transpose8x8(rows: list[str], prefix: str = "c") -> list[str]:
+    """OpenCL C lines transposing the eight ``float8`` values ``rows`` (row ``i`` of an 8x8
+    block each) into ``{prefix}0`` ... ``{prefix}7`` (column ``c`` of the block in
+    ``{prefix}c``): three rounds of two-input shuffles -- interleave single floats, then
+    pairs, within each 128-bit half; then swap halves between rows 4 apart (the usual AVX2
+    8x8 transpose: 24 shuffles, eight registers)."""
     def sh(a, b, idx):
         return f"__builtin_shufflevector({a}, {b}, {', '.join(map(str, idx))})"
     lo1, hi1 = (0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)
     lo2, hi2 = (0, 1, 8, 9, 4, 5, 12, 13), (2, 3, 10, 11, 6, 7, 14, 15)
     lo3, hi3 = (0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)
+    L = []
+    for k in range(4):
+        L += [f"const float8 t{2 * k} = {sh(rows[2 * k], rows[2 * k + 1], lo1)};",
+              f"const float8 t{2 * k + 1} = {sh(rows[2 * k], rows[2 * k + 1], hi1)};"]
+    for j, (a, b) in enumerate([(0, 2), (1, 3), (4, 6), (5, 7)]):
+        L += [f"const float8 u{2 * j} = {sh(f't{a}', f't{b}', lo2)};",
+              f"const float8 u{2 * j + 1} = {sh(f't{a}', f't{b}', hi2)};"]
+    # u0..u3: columns 0-3 (low half) and 4-7 (high half) of rows 0-3; u4..u7 of rows 4-7
+    for c in range(4):
+        L += [f"const float8 {prefix}{c} = {sh(f'u{c}', f'u{c + 4}', lo3)};",
+              f"const float8 {prefix}{c + 4} = {sh(f'u{c}', f'u{c + 4}', hi3)};"]
+    return L
+
+
+def _transpose16_by8() -> str:
+    """:data:`~autodiff.device.cstyle.kernels.TRANSPOSE16_BY8`: the same transpose as
+    :func:`_transpose16`, as four 8x8 transposes of ``float8`` rows
+    (:func:`_transpose8x8`): eight registers per block where the ``float16`` form holds 16
+    rows of two AVX2 registers each and spills. A loop over the four blocks: its code
+    once."""
     L = [f"__attribute__((noinline)) static void {TRANSPOSE16_BY8}(__global const float* "
          "restrict s_, const int st, const int last, __global float* restrict P, "
          "const int kn) {",
@@ -187,25 +206,29 @@ def _transpose16_by8() -> str:
          "    const int rh = (b_ & 1) * 8, ch = (b_ >> 1) * 8;"]
     L += [f"    const float8 r{i} = vload8(0, s_ + min(rh + {i}, last)*st + ch);"
           for i in range(8)]
-    for k in range(4):
-        L += [f"    const float8 t{2 * k} = {sh(f'r{2 * k}', f'r{2 * k + 1}', lo1)};",
-              f"    const float8 t{2 * k + 1} = {sh(f'r{2 * k}', f'r{2 * k + 1}', hi1)};"]
-    for j, (a, b) in enumerate([(0, 2), (1, 3), (4, 6), (5, 7)]):
-        L += [f"    const float8 u{2 * j} = {sh(f't{a}', f't{b}', lo2)};",
-              f"    const float8 u{2 * j + 1} = {sh(f't{a}', f't{b}', hi2)};"]
-    # u0..u3: columns 0-3 (low half) and 4-7 (high half) of rows 0-3; u4..u7 of rows 4-7
-    for c in range(4):
-        L += [f"    const float8 c{c} = {sh(f'u{c}', f'u{c + 4}', lo3)};",
-              f"    const float8 c{c + 4} = {sh(f'u{c}', f'u{c + 4}', hi3)};"]
+    L += ["    " + x for x in _transpose8x8([f"r{i}" for i in range(8)])]
     L += [f"    if (ch + {c} < kn) vstore8(c{c}, 0, P + 16*(ch + {c}) + rh);" for c in range(8)]
     L += ["  }", "}"]
     return "\n".join(L) + "\n"
 
 
+def _transpose8() -> str:
+    """:data:`~autodiff.device.cstyle.kernels.TRANSPOSE8`: eight ``float8`` rows loaded,
+    transposed in registers (:func:`_transpose8x8`), eight stored."""
+    L = [f"__attribute__((noinline)) static void {TRANSPOSE8}(__global const float* "
+         "restrict s_, const int st, __global float* restrict P, const int pst) {"]
+    L += [f"  const float8 r{i} = vload8(0, s_ + {i}*st);" for i in range(8)]
+    L += ["  " + x for x in _transpose8x8([f"r{i}" for i in range(8)])]
+    L += [f"  vstore8(c{c}, 0, P + {c}*pst);" for c in range(8)]
+    L.append("}")
+    return "\n".join(L) + "\n"
+
+
 #: name -> definition of each shared function the kernels may call: the transposes
-#: (:func:`_transpose16`, :func:`_transpose16_by8`), the partial stores (:func:`_edge_store`)
+#: (:func:`_transpose16`, :func:`_transpose16_by8`, :func:`_transpose8`), the partial stores
+#: (:func:`_edge_store`)
 SHARED = {TRANSPOSE16: _transpose16(), TRANSPOSE16_ROWS: _transpose16("rows"),
-          TRANSPOSE16_BY8: _transpose16_by8(),
+          TRANSPOSE16_BY8: _transpose16_by8(), TRANSPOSE8: _transpose8(),
           **{EDGE_STORE.format(w): _edge_store(w) for w in (2, 4, 8, 16)}}
 
 

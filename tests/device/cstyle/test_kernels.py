@@ -412,6 +412,69 @@ def _check_panels(src, ar, x: np.ndarray, rows: int, od: int) -> None:
     np.testing.assert_array_equal(out[rest], host[rest])
 
 
+TRANSPOSE_CASES = [((), 8, 8), ((3,), 16, 24), ((2, 3), 32, 8), ((4, 2), 8, 64)]
+
+
+@pytest.mark.parametrize("case", TRANSPOSE_CASES, ids=[f"{c[0]}-{c[1]}x{c[2]}"
+                                                       for c in TRANSPOSE_CASES])
+def test_transpose_pack(case):
+    """An operand contiguous along its rows (a head of ``[B, T, H*D]`` read as ``[B, H,
+    D, T]``: batch dims at their own strides, R = D along the row, C = T a whole row
+    apart) copied row-major by 8x8 register transposes: every element in place, nothing
+    written outside ``[prod(batch)][R][C]``."""
+    batch, R, C = case
+    nb = int(np.prod(batch))
+    # source [C][nb][R + 3]: element (b, r, c) at c * nb * (R + 3) + b * (R + 3) + r
+    pad = R + 3
+    x = RNG.standard_normal((*batch, R, C)).astype(np.float32)
+    src_arr = np.zeros((C, nb, pad), np.float32)
+    src_arr[:, :, :R] = x.reshape(nb, R, C).transpose(2, 0, 1)
+    ar = Arena()
+    ox = ar.add(src_arr)
+    od = ar.add(np.full(nb * R * C, -7.0, np.float32))
+    bstrides = tuple(int(np.prod(batch[i + 1:])) * pad for i in range(len(batch)))
+    src = K.transpose_pack("tp", batch, R, C, K.Ref(ox, bstrides + (1, nb * pad)), od,
+                           d=OPENCL)
+    assert K.TRANSPOSE8 + "(" in src.src
+    host = ar.host()
+    out, _ = run_sources([src], host)
+    np.testing.assert_array_equal(out[od:od + x.size].reshape(x.shape), x)
+    rest = np.ones(out.size, bool)
+    rest[od:od + x.size] = False
+    np.testing.assert_array_equal(out[rest], host[rest])
+
+
+@pytest.mark.parametrize("width", [8, 1])
+def test_head_product_packs_its_transposed_operand(width):
+    """Attention scores ``q @ k^T`` with q and k heads of ``[B, T, H*D]`` arrays: B = k^T
+    runs along the key's contiguous axis (D), so it is packed first; with 8 lanes by the
+    8x8 register transposes, else element by element. Both match numpy."""
+    from autodiff.device.cstyle import codegen
+    from autodiff.procedural.access import Var, flat
+    from autodiff.procedural.ir import Acc, Buffer, BufferKind, DotProduct, Load, Output
+    Bn, H, T, D = 2, 3, codegen.PACK_MIN_ROWS, 16     # rows enough for a packed B
+    q, k = (RNG.standard_normal((Bn, T, H * D)).astype(np.float32) for _ in range(2))
+    buf = {n: Buffer(n, shp, "float32", BufferKind.TEMP)
+           for n, shp in (("q", (Bn, T, H * D)), ("k", (Bn, T, H * D)), ("s", (Bn, H, T, T)))}
+    b, h, m, n, d = Var("b", Bn), Var("h", H), Var("m", T), Var("n", T), Var("d", D)
+    head = lambda t: flat([b, t, h, d], (Bn, T, H, D))
+    prod = DotProduct((Bn, H, T, T), (b, h, m, n), d, Load(buf["q"], head(m)),
+                      Load(buf["k"], head(n)),
+                      (Output(buf["s"], flat([b, h, m, n], (Bn, H, T, T)), Acc()),))
+    ar = Arena()
+    offs = {"q": ar.add(q), "k": ar.add(k), "s": ar.add(np.zeros((Bn, H, T, T)))}
+    offs[codegen.SCRATCH_A] = ar.add(np.zeros(Bn * H * (T + 8) * D))
+    offs[codegen.SCRATCH_B] = ar.add(np.zeros(Bn * H * D * (T + K.WIDE)))
+    srcs = codegen.dot_product("att", prod, offs, d=OPENCL, tile=(6, 8, 2), width=width)
+    assert [s.name for s in srcs] == ["att_pb", "att"]
+    assert (K.TRANSPOSE8 + "(" in srcs[0].src) == (width == 8)
+    out, _ = run_sources(srcs, ar.host())
+    qh, kh = (x.reshape(Bn, T, H, D).transpose(0, 2, 1, 3) for x in (q, k))
+    want = qh @ kh.transpose(0, 1, 3, 2)
+    got = out[offs["s"]:offs["s"] + want.size].reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 VIEW_CASES = [(R, Kd, rows, step) for R, Kd in [(13, 32), (16, 16), (37, 48)]
               for rows in (6, 16) for step in (1, 3)]
 
