@@ -832,14 +832,14 @@ def _pack(name, value, vars_, dst, offsets, d, batch: int = 0, width: int = 1):
         return K.Ref(ref.offset, (0,) * batch + ref.strides), src
     shape = tuple(v.extent for v in vars_)
     strides = tuple(int(math.prod(shape[i + 1:])) for i in range(len(shape)))
-    src = _affine_ref(Values(offsets, {}), value, list(vars_))
+    ref = _affine_ref(Values(offsets, {}), value, list(vars_))
     if width >= 8 and len(shape) >= 2 and shape[-2] % 8 == 0 and shape[-1] % 8 == 0 and \
-            src is not None and src.const is None and src.strides[-2] == 1 and \
-            src.strides[-1] != 1:
+            ref is not None and ref.const is None and ref.strides[-2] == 1 and \
+            ref.strides[-1] != 1:
         # contiguous along the second-to-last axis only (a transpose): 8x8 register
         # transposes, not a gather of eight scalar loads per vector
         return K.Ref(dst, strides), K.transpose_pack(name, shape[:-2], shape[-2], shape[-1],
-                                                     src, dst, d)
+                                                     ref, dst, d)
     out = Buffer("__pack", shape, "float32", BufferKind.TEMP)
     k = Elementwise(shape, tuple(vars_), (Output(out, ax.flat(list(vars_), shape), value),))
     src = elementwise(name, k, _with(offsets, out.name, dst), d, width)

@@ -167,10 +167,9 @@ def _edge_store(width: int) -> str:
             f"  for (int j = 0; j < n; j++) p[j] = a[j];\n}}\n")
 
 
-def _transpose8x8(rows: list[str], prefix: str = "c") -> list[str]:
+def _transpose8x8(rows: list[str]) -> list[str]:
     """OpenCL C lines transposing the eight ``float8`` values ``rows`` (row ``i`` of an 8x8
-    block each) into ``{prefix}0`` ... ``{prefix}7`` (column ``c`` of the block in
-    ``{prefix}c``): three rounds of two-input shuffles -- interleave single floats, then
+    block each) into ``c0`` ... ``c7`` (column ``c`` of the block in ``cc``): three rounds of two-input shuffles -- interleave single floats, then
     pairs, within each 128-bit half; then swap halves between rows 4 apart (the usual AVX2
     8x8 transpose: 24 shuffles, eight registers)."""
     def sh(a, b, idx):
@@ -187,8 +186,8 @@ def _transpose8x8(rows: list[str], prefix: str = "c") -> list[str]:
               f"const float8 u{2 * j + 1} = {sh(f't{a}', f't{b}', hi2)};"]
     # u0..u3: columns 0-3 (low half) and 4-7 (high half) of rows 0-3; u4..u7 of rows 4-7
     for c in range(4):
-        L += [f"const float8 {prefix}{c} = {sh(f'u{c}', f'u{c + 4}', lo3)};",
-              f"const float8 {prefix}{c + 4} = {sh(f'u{c}', f'u{c + 4}', hi3)};"]
+        L += [f"const float8 c{c} = {sh(f'u{c}', f'u{c + 4}', lo3)};",
+              f"const float8 c{c + 4} = {sh(f'u{c}', f'u{c + 4}', hi3)};"]
     return L
 
 
