@@ -121,10 +121,16 @@ def test_pow_special_values_like_numpy(pows):
     np.testing.assert_allclose(got[tail][ok], ref[tail][ok], rtol=2e-6)
 
 
-def test_erf_within_two_ulp():
+def test_erf_within_one_and_a_half_ulp_without_exp():
+    """``_ad_erf`` against scipy in float64: within 1.5 ulp (0.996 measured) on random
+    points, both sides of the branch point 0.921875 and the whole rational branch up to
+    4; exact at the special values; no ``exp`` in its code (in a matmul epilogue PoCL's
+    ``exp`` cost more than the rest of the GELU)."""
+    from autodiff.device.opencl import mathlib
+    assert "exp(" not in mathlib.ERF
     rng = np.random.default_rng(4)
     x = np.concatenate([rng.uniform(-5, 5, 1 << 15), rng.uniform(-1e-3, 1e-3, 1 << 10),
-                        np.linspace(0.9, 0.95, 1000),
+                        np.linspace(0.9, 0.95, 1000), np.linspace(-4.1, -0.9, 1 << 14),
                         [0.0, -0.0, 4.0, -4.0, 10.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
     ox, oo = K.SLACK, K.SLACK + x.size
     host = np.zeros(oo + x.size + K.SLACK, np.float32)
@@ -136,8 +142,9 @@ def test_erf_within_two_ulp():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     ok = np.isfinite(ref) & (ref != 0)
     err = np.abs(got[ok] - ref[ok]) / np.spacing(np.abs(ref[ok]).astype(np.float32))
-    assert err.max() <= 2.0, f"max {err.max():.2f} ulp at x={x[ok][err.argmax()]!r}"
+    assert err.max() <= 1.5, f"max {err.max():.2f} ulp at x={x[ok][err.argmax()]!r}"
     assert got[x == 0].tolist() == [0.0, 0.0]
+    assert got[np.isinf(x)].tolist() == [1.0, -1.0] and got[np.abs(x) == 4].tolist() == [1.0, -1.0]
 
 
 def test_a_program_holds_only_the_inline_math_it_calls():
