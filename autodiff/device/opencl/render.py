@@ -169,9 +169,10 @@ def _edge_store(width: int) -> str:
 
 def _transpose8x8(rows: list[str]) -> list[str]:
     """OpenCL C lines transposing the eight ``float8`` values ``rows`` (row ``i`` of an 8x8
-    block each) into ``c0`` ... ``c7`` (column ``c`` of the block in ``cc``): three rounds of two-input shuffles -- interleave single floats, then
-    pairs, within each 128-bit half; then swap halves between rows 4 apart (the usual AVX2
-    8x8 transpose: 24 shuffles, eight registers)."""
+    block each) into ``c0`` ... ``c7`` (column ``j`` of the block in ``cj``): three rounds
+    of two-input shuffles -- interleave single floats, then pairs, within each 128-bit
+    half; then swap halves between rows 4 apart (the usual AVX2 8x8 transpose: 24
+    shuffles, eight registers)."""
     def sh(a, b, idx):
         return f"__builtin_shufflevector({a}, {b}, {', '.join(map(str, idx))})"
     lo1, hi1 = (0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)
