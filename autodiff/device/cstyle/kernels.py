@@ -550,9 +550,7 @@ def pack_panels(name: str, R: int, K: int, x: Ref | tuple[Callable[[str], str], 
         L += ["  for (int kk = 0; kk < kn; kk++)", f"    for (int i = 0; i < {rows}; i++)",
               f"      P[kk*{rows} + i] = {X}[min(t*{rows}+i, {R - 1})*{sr} + (k0+kk)*{sk}];"]
     L.append("}")
-    n = nt * nk
-    local = PACK_GROUP if n >= 4 * PACK_GROUP else 1
-    return Source(name, "\n".join(L), (_cdiv(n, local) * local,), (local,))
+    return _pack_source(name, L, nt * nk)
 
 
 def transpose_pack(name: str, batch: tuple[int, ...], R: int, C: int, x: Ref, dst: int,
@@ -560,14 +558,19 @@ def transpose_pack(name: str, batch: tuple[int, ...], R: int, C: int, x: Ref, ds
     """Copy ``x`` (``batch + (R, C)``, contiguous along R: ``x.strides[-2] == 1``) densely
     row-major to ``[prod(batch)][R][C]`` at ``dst``, by 8x8 register transposes
     (:data:`TRANSPOSE8`): eight vector loads along R and eight vector stores along C per
-    work-item. R and C must be multiples of 8.
+    work-item.
 
     A matmul operand that runs along the contiguous axis of its source (a key or query
     head read as ``q @ k^T``, ``[B, T, H*D]`` seen as ``[B, H, D, T]``) is packed this way
     instead of element by element (eight scalar loads per vector): W3's two head packs
     (32 heads of [32, 64] floats each) 70 and 83 -> 19 and 23 us per launch replayed
-    alone (PoCL, one Zen 3 thread, 2026-11-29), 0.44 ms of a 41-43 ms step."""
-    assert R % 8 == 0 and C % 8 == 0 and x.strides[-2] == 1, (R, C, x.strides)
+    alone (PoCL, one Zen 3 thread, 2026-11-29), 0.44 ms of a 41-43 ms step.
+
+    Raises:
+        ValueError: R or C not a multiple of 8, or ``x`` not contiguous along R."""
+    if R % 8 or C % 8 or x.strides[-2] != 1:
+        raise ValueError(f"transpose_pack {name}: needs R and C multiples of 8 and a unit "
+                         f"stride along R, got R={R}, C={C}, strides {x.strides}")
     nb, nr, nc = max(math.prod(batch), 1), R // 8, C // 8
     sc = x.strides[-1]
     at = _batch_offset(batch, x.strides[:-2], "bi")
@@ -578,9 +581,14 @@ def transpose_pack(name: str, batch: tuple[int, ...], R: int, C: int, x: Ref, ds
          f"  const int bi = g_ / {nr * nc}, c0 = (g_ / {nr}) % {nc} * 8, r0 = g_ % {nr} * 8;",
          f"  {TRANSPOSE8}(buf + {x.offset} + {at} + c0*{sc} + r0, {sc}, "
          f"buf + {dst} + bi*{R * C} + r0*{C} + c0, {C});", "}"]
-    n = nb * nr * nc
+    return _pack_source(name, L, nb * nr * nc)
+
+
+def _pack_source(name: str, lines: list[str], n: int) -> Source:
+    """A pack kernel of ``n`` work-items (source ``lines``): work-groups of
+    :data:`PACK_GROUP` once there are four of them, else one work-item each."""
     local = PACK_GROUP if n >= 4 * PACK_GROUP else 1
-    return Source(name, "\n".join(L), (_cdiv(n, local) * local,), (local,))
+    return Source(name, "\n".join(lines), (_cdiv(n, local) * local,), (local,))
 
 
 #: work-items per work-group of a pack kernel

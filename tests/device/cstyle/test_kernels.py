@@ -444,6 +444,12 @@ def test_transpose_pack(case):
     np.testing.assert_array_equal(out[rest], host[rest])
 
 
+@pytest.mark.parametrize("R,C,strides", [(12, 8, (1, 12)), (8, 12, (1, 8)), (8, 8, (8, 1))])
+def test_transpose_pack_refuses_what_it_cannot_tile(R, C, strides):
+    with pytest.raises(ValueError, match="transpose_pack tp: needs R and C multiples of 8"):
+        K.transpose_pack("tp", (), R, C, K.Ref(0, strides), 100, d=OPENCL)
+
+
 @pytest.mark.parametrize("width", [8, 1])
 def test_head_product_packs_its_transposed_operand(width):
     """Attention scores ``q @ k^T`` with q and k heads of ``[B, T, H*D]`` arrays: B = k^T
